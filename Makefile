@@ -1,0 +1,38 @@
+# Moldau: the newcomer's two commands are `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.test-installed
+
+.PHONY: run install test test-deps lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+install: $(STAMP)
+
+## Start a single-node broker (broker+controller) with embedded defaults:
+## listener PLAINTEXT://localhost:9092, data under ./data.
+run: install
+	$(BIN)/moldau serve
+
+$(TEST_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@
+
+## Test clients that do not come from PyPI: Debian's kcat and npm's kafkajs.
+test-deps: $(TEST_STAMP)
+	$(BIN)/python -m moldau.testing.install_clients
+
+test: test-deps
+	$(BIN)/python -m pytest -q
+
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check .
+
+clean:
+	rm -rf $(VENV) data

@@ -1,0 +1,32 @@
+"""Kafka error codes and the exceptions the protocol layer raises.
+
+Error codes are kio's ``ErrorCode`` (generated from Kafka's own error list), so names and
+numbers cannot drift from Kafka's.
+"""
+
+from __future__ import annotations
+
+from kio.schema.errors import ErrorCode
+
+__all__ = ["ErrorCode", "FrameTooLarge", "InvalidRequest", "KafkaError", "ProtocolError"]
+
+
+class ProtocolError(Exception):
+    """The bytes on a connection cannot be understood; the connection must be closed."""
+
+
+class FrameTooLarge(ProtocolError):
+    """A size prefix exceeds the configured limit (``socket.request.max.bytes``)."""
+
+
+class InvalidRequest(ProtocolError):
+    """A request frame whose header or body does not decode."""
+
+
+class KafkaError(Exception):
+    """An error that maps to a Kafka error code in a response."""
+
+    def __init__(self, code: ErrorCode, message: str = "") -> None:
+        super().__init__(message or code.name)
+        self.code = code
+        self.message = message

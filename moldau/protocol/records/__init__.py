@@ -1,0 +1,1 @@
+"""Kafka record batches (magic 2): header layout and validation, records, compression."""

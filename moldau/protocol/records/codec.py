@@ -1,0 +1,215 @@
+"""Encoding and decoding of the records inside a RecordBatch v2.
+
+The broker never calls this on the produce or fetch path; clients, compaction and tools do.
+kio ships a record reader, but it truncates timestamps to seconds and knows no compression,
+so records are coded here (varints per Kafka's spec, compression via
+:mod:`moldau.protocol.records.compression`).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from . import batch as B
+from .compression import Codec, compress, decompress
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(slots=True)
+class Record:
+    """One record as a client sees it (offset and timestamp resolved)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[Header] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class DecodedBatch:
+    """A batch header with its decoded records."""
+
+    header: B.BatchHeader
+    records: list[Record]
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime (as Kafka's TimestampType ids)."""
+        return 1 if self.header.is_log_append_time else 0
+
+
+def _zigzag_varint(value: int, out: bytearray) -> None:
+    value = (value << 1) ^ (value >> 63)
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _write_bytes(data: bytes | None, out: bytearray) -> None:
+    if data is None:
+        _zigzag_varint(-1, out)
+    else:
+        _zigzag_varint(len(data), out)
+        out += data
+
+
+def encode_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header] = (),
+) -> None:
+    """Append one encoded record (with its length prefix) to ``out``."""
+    body = bytearray(b"\x00")  # attributes
+    _zigzag_varint(timestamp_delta, body)
+    _zigzag_varint(offset_delta, body)
+    _write_bytes(key, body)
+    _write_bytes(value, body)
+    _zigzag_varint(len(headers), body)
+    for hkey, hvalue in headers:
+        raw = hkey.encode("utf-8")
+        _zigzag_varint(len(raw), body)
+        body += raw
+        _write_bytes(hvalue, body)
+    _zigzag_varint(len(body), out)
+    out += body
+
+
+_HEADER_NO_CRC = struct.Struct(">qiib")
+_AFTER_CRC = struct.Struct(">hiqqqhii")
+
+
+def build_batch(
+    records: Iterable[tuple[bytes | None, bytes | None, Sequence[Header], int]],
+    *,
+    base_offset: int = 0,
+    codec: Codec | int = Codec.NONE,
+    producer_id: int = B.NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = B.NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = B.NO_PARTITION_LEADER_EPOCH,
+) -> bytes:
+    """Build a RecordBatch v2 from ``(key, value, headers, timestamp_ms)`` tuples."""
+    body = bytearray()
+    first_ts: int | None = None
+    max_ts = -1
+    count = 0
+    for key, value, headers, ts in records:
+        if first_ts is None:
+            first_ts = ts
+        max_ts = max(max_ts, ts)
+        encode_record(body, count, ts - first_ts, key, value, headers)
+        count += 1
+    if count == 0:
+        raise ValueError("a record batch needs at least one record")
+    assert first_ts is not None
+    payload = compress(codec, bytes(body)) if codec else bytes(body)
+    attributes = int(codec) & B.COMPRESSION_MASK
+    if transactional:
+        attributes |= B.TRANSACTIONAL_BIT
+    if control:
+        attributes |= B.CONTROL_BIT
+    after_crc = _AFTER_CRC.pack(
+        attributes, count - 1, first_ts, max_ts, producer_id, producer_epoch, base_sequence, count
+    ) + payload
+    crc = crc32c(after_crc)
+    batch_length = 4 + 1 + 4 + len(after_crc)
+    return (
+        _HEADER_NO_CRC.pack(base_offset, batch_length, partition_leader_epoch, 2)
+        + struct.pack(">I", crc)
+        + after_crc
+    )
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint is too long")
+
+
+def decode_records(data: bytes, header: B.BatchHeader) -> list[Record]:
+    """Decode the (already decompressed) records section of a batch."""
+    records: list[Record] = []
+    pos = 0
+    base_offset = header.base_offset
+    base_ts = header.base_timestamp
+    log_append = header.is_log_append_time
+    read = _read_varint
+    n = len(data)
+    for _ in range(header.record_count):
+        length, pos = read(data, pos)
+        end = pos + length
+        if length < 0 or end > n:
+            raise ValueError("record runs past the end of its batch")
+        pos += 1  # attributes, unused in v2
+        ts_delta, pos = read(data, pos)
+        off_delta, pos = read(data, pos)
+        klen, pos = read(data, pos)
+        if klen >= 0:
+            key: bytes | None = data[pos : pos + klen]
+            pos += klen
+        else:
+            key = None
+        vlen, pos = read(data, pos)
+        if vlen >= 0:
+            value: bytes | None = data[pos : pos + vlen]
+            pos += vlen
+        else:
+            value = None
+        hcount, pos = read(data, pos)
+        headers: list[Header] = []
+        for _h in range(hcount):
+            hklen, pos = read(data, pos)
+            hkey = data[pos : pos + hklen].decode("utf-8", "replace")
+            pos += hklen
+            hvlen, pos = read(data, pos)
+            if hvlen >= 0:
+                hval: bytes | None = data[pos : pos + hvlen]
+                pos += hvlen
+            else:
+                hval = None
+            headers.append((hkey, hval))
+        if pos != end:
+            raise ValueError("record length does not match its fields")
+        ts = header.max_timestamp if log_append else base_ts + ts_delta
+        records.append(Record(base_offset + off_delta, ts, key, value, headers))
+    return records
+
+
+def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> DecodedBatch:
+    """Decode the batch at ``pos`` (header, decompression, records)."""
+    header = B.read_header(buf, pos)
+    raw = memoryview(buf)[pos + B.HEADER_SIZE : pos + header.size]
+    data = decompress(header.compression, raw) if header.compression else bytes(raw)
+    return DecodedBatch(header, decode_records(data, header))
+
+
+def iter_decoded(
+    buf: bytes | bytearray | memoryview, *, verify_crc: bool = True
+) -> Iterable[DecodedBatch]:
+    """Decode every complete batch in a fetch response's records blob."""
+    for pos, header in B.iter_batches(buf):
+        if header.magic != 2:
+            raise ValueError(f"unsupported record batch magic {header.magic}")
+        if verify_crc and not B.check_crc(buf, pos, header):
+            raise ValueError(f"CRC mismatch in batch at offset {header.base_offset}")
+        yield decode_batch(buf, pos)
