@@ -1,0 +1,172 @@
+"""One client connection: framing, in-order request processing, backpressure.
+
+Kafka processes the requests of one connection strictly one at a time and answers in order;
+clients rely on it (librdkafka pipelines produce requests and matches responses in order).
+Synchronous handlers answer inline from ``buffer_updated``; an ``async`` handler (long-poll
+fetch, acks=all produce, group joins) parks the connection until it completes, while other
+connections go on.
+
+Backpressure: reading pauses when more than ``queued.max.requests`` frames wait, or when the
+transport's write buffer is above its high-water mark (the client is not reading responses).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import socket
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.errors import ProtocolError
+from ..protocol.framing import FrameDecoder
+from .dispatch import Disconnect, RequestContext, encode_result, parse_frame
+from .handlers.api_versions import fallback_response
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+log = logging.getLogger(__name__)
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    """Protocol instance for one accepted socket on one listener."""
+
+    def __init__(self, broker: Broker, listener: str) -> None:
+        self.broker = broker
+        self.listener = listener
+        config = broker.config
+        self.decoder = FrameDecoder(config["socket.request.max.bytes"])
+        self.max_queued = config["queued.max.requests"]
+        self.queue: deque[bytes | bytearray] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.busy = False
+        self.closed = False
+        self.reading_paused = False
+        self.writing_paused = False
+        self.task: asyncio.Task[Any] | None = None
+        self.client_host = ""
+        self.client_port = 0
+        self.last_active = time.monotonic()
+
+    # --- asyncio callbacks ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.client_host, self.client_port = str(peer[0]), int(peer[1])
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        self.broker.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.broker.connections.discard(self)
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+        self.queue.clear()
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
+        try:
+            frames = self.decoder.buffer_updated(nbytes)
+        except ProtocolError as exc:
+            self.close(f"bad frame from {self.client_host}:{self.client_port}: {exc}")
+            return
+        if not frames:
+            return
+        self.queue.extend(frames)
+        if not self.busy:
+            self._process()
+        self._update_reading()
+
+    def eof_received(self) -> bool | None:
+        return None
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self._update_reading()
+
+    # --- processing ----------------------------------------------------------------------
+    def _process(self) -> None:
+        while self.queue and not self.closed:
+            frame = self.queue.popleft()
+            try:
+                header, spec, request = parse_frame(frame)
+            except Disconnect as exc:
+                self.close(f"closing connection from {self.client_host}:{self.client_port}: {exc}")
+                return
+            if spec is None:
+                self._write([fallback_response(header)])
+                continue
+            ctx = RequestContext(header, self.listener, self.client_host, self.client_port,
+                                 self.broker)
+            try:
+                result = spec.fn(ctx, request)
+            except Exception:
+                log.exception("handler for api %s v%s failed", header.api_key, header.api_version)
+                self.close("internal error")
+                return
+            if inspect.isawaitable(result):
+                self.busy = True
+                self.task = asyncio.ensure_future(self._finish(header, result))
+                return
+            self._write(encode_result(header, result))
+        self._update_reading()
+
+    async def _finish(self, header: Any, awaitable: Any) -> None:
+        try:
+            result = await awaitable
+        except asyncio.CancelledError:
+            return
+        except Exception:
+            log.exception("handler for api %s v%s failed", header.api_key, header.api_version)
+            self.close("internal error")
+            return
+        self.busy = False
+        self.task = None
+        if self.closed:
+            return
+        self._write(encode_result(header, result))
+        self._process()
+
+    def _write(self, chunks: list[Any] | None) -> None:
+        if chunks is None or self.transport is None or self.closed:
+            return
+        if len(chunks) == 1:
+            self.transport.write(chunks[0])
+        else:
+            self.transport.writelines(chunks)
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        should_pause = self.writing_paused or len(self.queue) >= self.max_queued
+        if should_pause and not self.reading_paused:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        elif not should_pause and self.reading_paused:
+            self.transport.resume_reading()
+            self.reading_paused = False
+
+    def close(self, reason: str = "") -> None:
+        if reason:
+            log.info("%s", reason)
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+        self.closed = True

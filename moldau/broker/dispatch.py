@@ -1,0 +1,163 @@
+"""Request dispatch: the handler registry, request decoding and response framing.
+
+Handlers live in :mod:`moldau.broker.handlers`, one module per Kafka API, and register with
+``@handler(ApiKey.X, min_version, max_version)``. ApiVersions answers from this registry, so the
+broker advertises exactly what it implements and cannot drift.
+
+A handler takes ``(ctx, request)`` and returns (or, if ``async``, resolves to):
+
+* a kio response entity, encoded here with kio's writer;
+* a :class:`RawResponse` whose body a hand-written encoder already produced;
+* ``None`` when no response is sent (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import struct
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.api_keys import ApiKey, api_name
+from ..protocol.entities import build
+from ..protocol.errors import InvalidRequest
+from ..protocol.messages import (
+    RequestHeader,
+    decode_request,
+    decode_request_header,
+    encode_response,
+    response_header_bytes,
+    response_schema,
+)
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+log = logging.getLogger(__name__)
+
+_INT32 = struct.Struct(">i")
+
+
+@dataclass(slots=True)
+class RawResponse:
+    """A response body already encoded (as one buffer or a list of chunks)."""
+
+    body: bytes | list[bytes | memoryview]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+
+    header: RequestHeader
+    listener: str
+    client_host: str
+    client_port: int
+    broker: Broker
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    def respond(self, data: Mapping[str, Any]) -> Any:
+        """The response entity of this request's API and version, built from plain data."""
+        schema = response_schema(self.header.api_key, self.header.api_version)
+        assert schema is not None
+        return build(schema, data)
+
+
+HandlerFn = Callable[[RequestContext, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class HandlerSpec:
+    api_key: int
+    min_version: int
+    max_version: int
+    fn: HandlerFn
+
+
+REGISTRY: dict[int, HandlerSpec] = {}
+
+
+def handler(
+    api_key: ApiKey, min_version: int, max_version: int
+) -> Callable[[HandlerFn], HandlerFn]:
+    """Register ``fn`` as the handler of ``api_key`` for the given version range."""
+
+    def register(fn: HandlerFn) -> HandlerFn:
+        if api_key in REGISTRY:
+            raise RuntimeError(f"two handlers for {api_key.name}")
+        REGISTRY[api_key] = HandlerSpec(int(api_key), min_version, max_version, fn)
+        return fn
+
+    return register
+
+
+def load_handlers() -> dict[int, HandlerSpec]:
+    """Import every module of :mod:`moldau.broker.handlers` so they register."""
+    from . import handlers
+
+    for module in pkgutil.iter_modules(handlers.__path__):
+        importlib.import_module(f"{handlers.__name__}.{module.name}")
+    return REGISTRY
+
+
+class Disconnect(Exception):
+    """The request cannot be answered; close the connection (as Kafka does)."""
+
+
+Chunks = list[bytes | memoryview]
+
+
+def frame_raw(header: RequestHeader, body: bytes | Chunks) -> Chunks:
+    """Chunks of a response frame from an encoded body, without copying the body."""
+    head = response_header_bytes(header.api_key, header.api_version, header.correlation_id)
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        chunks: list[bytes | memoryview] = [body]
+    else:
+        chunks = body
+    size = len(head) + sum(len(c) for c in chunks)
+    return [_INT32.pack(size) + head, *chunks]
+
+
+def encode_result(header: RequestHeader, result: Any) -> list[bytes | memoryview] | None:
+    """Turn a handler's result into frame chunks (None = no response)."""
+    if result is None:
+        return None
+    if isinstance(result, RawResponse):
+        return frame_raw(header, result.body)
+    return [encode_response(header.api_key, header.api_version, header.correlation_id, result)]
+
+
+def parse_frame(frame: bytes | bytearray) -> tuple[RequestHeader, HandlerSpec | None, Any]:
+    """Decode a request frame.
+
+    Returns (header, spec, request). ``spec`` is None only for an ApiVersions request at a
+    version we do not serve: the caller answers it with the KIP-511 fallback. Raises
+    :class:`Disconnect` for anything else that cannot be served.
+    """
+    try:
+        header, offset = decode_request_header(frame)
+    except InvalidRequest as exc:
+        raise Disconnect(str(exc)) from None
+    spec = REGISTRY.get(header.api_key)
+    if spec is None:
+        raise Disconnect(f"unsupported API key {header.api_key} ({api_name(header.api_key)})")
+    if not spec.min_version <= header.api_version <= spec.max_version:
+        if header.api_key == ApiKey.API_VERSIONS:
+            return header, None, None
+        raise Disconnect(
+            f"unsupported version {header.api_version} of {api_name(header.api_key)} "
+            f"(served: {spec.min_version}-{spec.max_version})"
+        )
+    try:
+        request = decode_request(header, frame, offset)
+    except InvalidRequest as exc:
+        raise Disconnect(str(exc)) from None
+    return header, spec, request
+
+

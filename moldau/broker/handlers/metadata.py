@@ -1,0 +1,137 @@
+"""Metadata (key 3), versions 0-13.
+
+Brokers are reported with their endpoint for the listener the request arrived on; brokers that
+lack that listener are left out (Kafka's behaviour, seed 001). A partition whose leader has no
+endpoint on this listener answers LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE.
+
+A null topic list (or an empty one at v0) means all topics. Unknown topics are created when
+``auto.create.topics.enable`` is on and the request allows it (always below v4), with
+``num.partitions`` and ``default.replication.factor``; creation is synchronous, so the answer
+already carries the new topic's partitions. Topics can be asked for by id (v10+); ids are
+stable, stored in the metadata log.
+
+Authorized operations are reported as "everything" when asked for (no ACLs yet).
+Left out: ACL checks, and the topic-level ``error_code`` 13 of v13's top level stays NONE.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from ..dispatch import RequestContext, handler
+from ..metadata.image import MetadataImage
+from ..metadata.validation import INTERNAL_TOPICS, validate_topic_name
+
+_NOT_REQUESTED = -(2**31)
+# READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS
+_TOPIC_OPERATIONS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))
+_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12, 13))
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def broker_entries(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
+    """Live brokers with their endpoint on ``listener`` (brokers without it are omitted)."""
+    entries = []
+    for registration in image.live_brokers():
+        endpoint = registration.endpoint(listener)
+        if endpoint is not None:
+            entries.append({"node_id": registration.broker_id, "host": endpoint.host,
+                            "port": endpoint.port, "rack": registration.rack})
+    return entries
+
+
+def topic_entry(image: MetadataImage, name: str, listener: str, version: int,
+                with_operations: bool) -> dict[str, Any]:
+    topic = image.topics_by_name[name]
+    reachable = {b["node_id"] for b in broker_entries(image, listener)}
+    live = {b.broker_id for b in image.live_brokers()}
+    partitions = []
+    for p in sorted(topic.partitions):
+        state = topic.partitions[p]
+        error = ErrorCode.none
+        if state.leader not in live:
+            error = ErrorCode.leader_not_available
+        elif state.leader not in reachable:
+            error = (ErrorCode.listener_not_found if version >= 6
+                     else ErrorCode.leader_not_available)
+        partitions.append({
+            "error_code": error,
+            "partition_index": p,
+            "leader_id": state.leader if error == ErrorCode.none else -1,
+            "leader_epoch": state.leader_epoch,
+            "replica_nodes": state.replicas,
+            "isr_nodes": state.isr,
+            "offline_replicas": [r for r in state.replicas if r not in live],
+        })
+    return {
+        "error_code": ErrorCode.none,
+        "name": name,
+        "topic_id": topic.topic_id,
+        "is_internal": name in INTERNAL_TOPICS,
+        "partitions": partitions,
+        "topic_authorized_operations": _TOPIC_OPERATIONS if with_operations else _NOT_REQUESTED,
+    }
+
+
+def _error_entry(error: ErrorCode, name: str | None, topic_id: uuid.UUID | None) -> dict[str, Any]:
+    return {"error_code": error, "name": name, "topic_id": topic_id or _ZERO_UUID,
+            "is_internal": False, "partitions": [],
+            "topic_authorized_operations": _NOT_REQUESTED}
+
+
+@handler(ApiKey.METADATA, 0, 13)
+def handle_metadata(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    image = broker.image
+    version = ctx.version
+    with_ops = bool(getattr(request, "include_topic_authorized_operations", False))
+    requested = request.topics
+    if requested is None or (version == 0 and not requested):
+        names: list[tuple[str | None, uuid.UUID | None]] = [
+            (name, None) for name in sorted(image.topics_by_name)
+        ]
+    else:
+        names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
+    allow_create = broker.config["auto.create.topics.enable"] and (
+        version < 4 or request.allow_auto_topic_creation
+    )
+    to_create = [
+        name for name, _ in names
+        if name is not None and name not in image.topics_by_name
+        and validate_topic_name(name) is None and allow_create
+        and name not in INTERNAL_TOPICS
+    ]
+    if to_create:
+        broker.auto_create_topics(to_create)
+    topics = []
+    for name, topic_id in names:
+        if name is None:
+            if topic_id is None or topic_id == _ZERO_UUID:
+                topics.append(_error_entry(ErrorCode.invalid_request, None, topic_id))
+                continue
+            topic = image.topics_by_id.get(topic_id)
+            if topic is None:
+                topics.append(_error_entry(ErrorCode.unknown_topic_id, None, topic_id))
+                continue
+            name = topic.name
+        if name in image.topics_by_name:
+            topics.append(topic_entry(image, name, ctx.listener, version, with_ops))
+        elif validate_topic_name(name) is not None:
+            topics.append(_error_entry(ErrorCode.invalid_topic_exception, name, None))
+        else:
+            topics.append(_error_entry(ErrorCode.unknown_topic_or_partition, name, None))
+    cluster_ops = (_CLUSTER_OPERATIONS
+                   if getattr(request, "include_cluster_authorized_operations", False)
+                   else _NOT_REQUESTED)
+    return ctx.respond({
+        "throttle_time": 0,
+        "brokers": broker_entries(image, ctx.listener),
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": cluster_ops,
+        "error_code": ErrorCode.none,
+    })

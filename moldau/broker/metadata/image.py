@@ -1,0 +1,158 @@
+"""The metadata image: cluster state rebuilt by replaying metadata records.
+
+``MetadataImage.replay(record)`` is the only way state changes, so the image after a restart
+(replaying ``__cluster_metadata``) equals the image before it, and a follower replaying the
+same log (later, with a controller quorum) sees the same cluster.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .records import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
+    ConfigRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnregisterBrokerRecord,
+)
+
+
+@dataclass
+class PartitionState:
+    """Replica assignment, leader and ISR of one partition."""
+
+    partition_id: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionState] = field(default_factory=dict)
+
+
+@dataclass
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: uuid.UUID
+    endpoints: list[BrokerEndpoint]
+    rack: str | None
+    fenced: bool
+
+    def endpoint(self, listener: str) -> BrokerEndpoint | None:
+        for endpoint in self.endpoints:
+            if endpoint.name == listener:
+                return endpoint
+        return None
+
+
+@dataclass
+class MetadataImage:
+    """Topics, partitions, configs, brokers and producer-id blocks of the cluster."""
+
+    topics_by_name: dict[str, TopicImage] = field(default_factory=dict)
+    topics_by_id: dict[uuid.UUID, TopicImage] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    next_producer_id: int = 0
+    offset: int = -1  # offset of the last record replayed
+
+    def replay(self, record: MetadataRecord, offset: int | None = None) -> None:
+        """Apply one record."""
+        match record:
+            case TopicRecord(name=name, topic_id=topic_id):
+                topic = TopicImage(name, topic_id)
+                self.topics_by_name[name] = topic
+                self.topics_by_id[topic_id] = topic
+            case PartitionRecord():
+                self.topics_by_id[record.topic_id].partitions[record.partition_id] = (
+                    PartitionState(
+                        record.partition_id,
+                        list(record.replicas),
+                        list(record.isr),
+                        record.leader,
+                        record.leader_epoch,
+                        record.partition_epoch,
+                    )
+                )
+            case PartitionChangeRecord():
+                state = self.topics_by_id[record.topic_id].partitions[record.partition_id]
+                if record.leader is not None and record.leader != state.leader:
+                    state.leader = record.leader
+                    state.leader_epoch += 1
+                if record.isr is not None:
+                    state.isr = list(record.isr)
+                if record.replicas is not None:
+                    state.replicas = list(record.replicas)
+                state.partition_epoch += 1
+            case RemoveTopicRecord(topic_id=topic_id):
+                topic = self.topics_by_id.pop(topic_id)
+                self.topics_by_name.pop(topic.name, None)
+                self.topic_configs.pop(topic.name, None)
+            case ConfigRecord():
+                target = (
+                    self.topic_configs
+                    if record.resource_type == TOPIC_RESOURCE
+                    else self.broker_configs
+                )
+                configs = target.setdefault(record.resource_name, {})
+                if record.value is None:
+                    configs.pop(record.name, None)
+                else:
+                    configs[record.name] = record.value
+                if not configs:
+                    target.pop(record.resource_name, None)
+            case RegisterBrokerRecord():
+                self.brokers[record.broker_id] = BrokerRegistration(
+                    record.broker_id,
+                    record.incarnation_id,
+                    list(record.endpoints),
+                    record.rack,
+                    record.fenced,
+                )
+            case BrokerRegistrationChangeRecord(broker_id=broker_id, fenced=fenced):
+                self.brokers[broker_id].fenced = fenced
+            case UnregisterBrokerRecord(broker_id=broker_id):
+                self.brokers.pop(broker_id, None)
+            case ProducerIdsRecord(next_producer_id=next_id):
+                self.next_producer_id = max(self.next_producer_id, next_id)
+            case _:
+                raise ValueError(f"unknown metadata record {record!r}")
+        if offset is not None:
+            self.offset = offset
+
+    @classmethod
+    def from_records(cls, records: Iterable[MetadataRecord]) -> MetadataImage:
+        image = cls()
+        for record in records:
+            image.replay(record)
+        return image
+
+    def live_brokers(self) -> list[BrokerRegistration]:
+        return [b for b in sorted(self.brokers.values(), key=lambda b: b.broker_id)
+                if not b.fenced]
+
+    def configs_of(self, resource_type: int, name: str) -> dict[str, str]:
+        source = self.topic_configs if resource_type == TOPIC_RESOURCE else self.broker_configs
+        return dict(source.get(name, {}))
+
+
+__all__ = ["BROKER_RESOURCE", "TOPIC_RESOURCE", "BrokerRegistration", "MetadataImage",
+           "PartitionState", "TopicImage"]

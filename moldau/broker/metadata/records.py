@@ -1,0 +1,155 @@
+"""Cluster metadata records: the entries of the ``__cluster_metadata`` log.
+
+Named after Kafka's KRaft metadata records (TopicRecord, PartitionRecord, ConfigRecord, ...)
+with the fields Moldau uses. They are stored as the values of ordinary RecordBatch v2 records,
+encoded as JSON objects ``{"type": "TopicRecord", "v": 0, ...fields}``: Kafka's own binary
+metadata schemas are not in kio, and these records never leave the cluster, so a readable
+encoding (``moldau metadata-log dump`` can print it) was preferred over a hand-written binary one.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+TOPIC_RESOURCE = 2  # Kafka ConfigResource.Type.TOPIC
+BROKER_RESOURCE = 4  # Kafka ConfigResource.Type.BROKER
+
+
+@dataclass(frozen=True)
+class MetadataRecord:
+    """Base of all metadata records."""
+
+    TYPE: ClassVar[str] = ""
+    VERSION: ClassVar[int] = 0
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {"type": self.TYPE, "v": self.VERSION}
+        for key, value in asdict(self).items():
+            body[key] = str(value) if isinstance(value, uuid.UUID) else value
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class TopicRecord(MetadataRecord):
+    TYPE: ClassVar[str] = "TopicRecord"
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class PartitionRecord(MetadataRecord):
+    TYPE: ClassVar[str] = "PartitionRecord"
+    topic_id: uuid.UUID
+    partition_id: int
+    replicas: list[int]
+    isr: list[int]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True)
+class PartitionChangeRecord(MetadataRecord):
+    """A change of leader and/or ISR; a new leader bumps the leader epoch."""
+
+    TYPE: ClassVar[str] = "PartitionChangeRecord"
+    topic_id: uuid.UUID
+    partition_id: int
+    leader: int | None = None
+    isr: list[int] | None = None
+    replicas: list[int] | None = None
+
+
+@dataclass(frozen=True)
+class RemoveTopicRecord(MetadataRecord):
+    TYPE: ClassVar[str] = "RemoveTopicRecord"
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class ConfigRecord(MetadataRecord):
+    """Set (value) or remove (value None) a dynamic config of a topic or broker."""
+
+    TYPE: ClassVar[str] = "ConfigRecord"
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class RegisterBrokerRecord(MetadataRecord):
+    TYPE: ClassVar[str] = "RegisterBrokerRecord"
+    broker_id: int
+    incarnation_id: uuid.UUID
+    endpoints: list[BrokerEndpoint] = field(default_factory=list)
+    rack: str | None = None
+    fenced: bool = False
+
+
+@dataclass(frozen=True)
+class BrokerRegistrationChangeRecord(MetadataRecord):
+    TYPE: ClassVar[str] = "BrokerRegistrationChangeRecord"
+    broker_id: int
+    fenced: bool
+
+
+@dataclass(frozen=True)
+class UnregisterBrokerRecord(MetadataRecord):
+    TYPE: ClassVar[str] = "UnregisterBrokerRecord"
+    broker_id: int
+
+
+@dataclass(frozen=True)
+class ProducerIdsRecord(MetadataRecord):
+    """The controller handed producer ids below ``next_producer_id`` to ``broker_id``."""
+
+    TYPE: ClassVar[str] = "ProducerIdsRecord"
+    broker_id: int
+    next_producer_id: int
+
+
+RECORD_TYPES: dict[str, type[MetadataRecord]] = {
+    cls.TYPE: cls
+    for cls in (
+        TopicRecord,
+        PartitionRecord,
+        PartitionChangeRecord,
+        RemoveTopicRecord,
+        ConfigRecord,
+        RegisterBrokerRecord,
+        BrokerRegistrationChangeRecord,
+        UnregisterBrokerRecord,
+        ProducerIdsRecord,
+    )
+}
+
+_UUID_FIELDS = {"topic_id", "incarnation_id"}
+
+
+def decode_record(raw: bytes) -> MetadataRecord:
+    """Decode one metadata record; ValueError if it is not one."""
+    try:
+        body = json.loads(raw)
+        cls = RECORD_TYPES[body.pop("type")]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"not a metadata record: {raw[:80]!r}") from exc
+    body.pop("v", None)
+    known = {f.name for f in fields(cls)}
+    kwargs = {k: v for k, v in body.items() if k in known}
+    for name in _UUID_FIELDS & kwargs.keys():
+        kwargs[name] = uuid.UUID(kwargs[name])
+    if cls is RegisterBrokerRecord:
+        kwargs["endpoints"] = [BrokerEndpoint(**e) for e in kwargs.get("endpoints", [])]
+    return cls(**kwargs)
