@@ -1,0 +1,76 @@
+"""``moldau serve``: run a broker (broker and controller in one process).
+
+Mirrors ``kafka-server-start.sh server.properties --override key=value``. Without ``--config``
+the embedded defaults apply (listener PLAINTEXT://localhost:9092, data under ./data).
+``KAFKA_*`` environment variables override keys the way the Docker images do.
+SIGTERM and SIGINT shut down cleanly: logs are flushed, checkpoints and the clean-shutdown
+marker are written, so the next start skips log recovery.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from ..broker.config import ConfigError, load_config
+
+log = logging.getLogger("moldau.serve")
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = subparsers.add_parser(
+        "serve", help="run a broker",
+        description="Run a Moldau broker. Settings use Kafka's server.properties keys.",
+    )
+    parser.add_argument("config", nargs="?", help="server.properties file (positional form)")
+    parser.add_argument("--config", "-c", dest="config_flag", metavar="FILE",
+                        help="server.properties file; embedded defaults when omitted")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key (repeatable)")
+    parser.add_argument("--log-level", default="INFO",
+                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.set_defaults(func=run)
+
+
+async def _serve(config: object) -> int:
+    from ..broker.server import Broker
+
+    broker = Broker(config)  # type: ignore[arg-type]
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+    except OSError as exc:
+        log.error("%s", exc.strerror or exc)
+        await broker.stop()
+        return 1
+    await stop.wait()
+    log.info("[MoldauServer id=%s] shutting down", broker.node_id)
+    await broker.stop()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=getattr(logging, args.log_level),
+        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
+        stream=sys.stderr,
+    )
+    path = args.config_flag or args.config
+    try:
+        config = load_config(path, args.override)
+    except ConfigError as exc:
+        print(f"moldau serve: {exc}", file=sys.stderr)
+        return 2
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        runner = asyncio.run
+    return runner(_serve(config))
