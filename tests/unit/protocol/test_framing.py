@@ -28,7 +28,7 @@ def test_frames_split_across_reads_and_coalesced() -> None:
 
 def test_frame_over_limit_is_rejected() -> None:
     decoder = FrameDecoder(100)
-    with pytest.raises(FrameTooLarge, match="socket.request.max.bytes"):
+    with pytest.raises(FrameTooLarge, match=r"socket\.request\.max\.bytes"):
         decoder.feed(struct.pack(">i", 101))
 
 
@@ -48,7 +48,9 @@ def test_request_header_round_trip() -> None:
     assert offset == 10 + len("client-1") + 1  # flexible header: empty tagged fields
 
 
-@pytest.mark.parametrize("raw", [b"", b"\x00\x03\x00\x0c", b"\x00\x03\x00\x0c\x00\x00\x00\x01\x00\x09ab"])
+@pytest.mark.parametrize(
+    "raw", [b"", b"\x00\x03\x00\x0c", b"\x00\x03\x00\x0c\x00\x00\x00\x01\x00\x09ab"]
+)
 def test_truncated_headers_raise_invalid_request(raw: bytes) -> None:
     with pytest.raises(InvalidRequest):
         decode_request_header(raw)
