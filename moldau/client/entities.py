@@ -27,18 +27,21 @@ class _Field:
     is_array: bool
     is_timedelta: bool
     required: bool
+    nullable: bool
 
 
-def _unwrap(hint: Any) -> tuple[Any, bool]:
-    """Strip Optional; return (inner type, is tuple[...])."""
+def _unwrap(hint: Any) -> tuple[Any, bool, bool]:
+    """Strip Optional; return (inner type, is tuple[...], was Optional)."""
     origin = typing.get_origin(hint)
+    nullable = False
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(hint) if a is not type(None)]
+        nullable = len(args) < len(typing.get_args(hint))
         hint = args[0] if len(args) == 1 else hint
         origin = typing.get_origin(hint)
     if origin is tuple:
-        return typing.get_args(hint)[0], True
-    return hint, False
+        return typing.get_args(hint)[0], True, nullable
+    return hint, False, nullable
 
 
 @functools.cache
@@ -46,11 +49,11 @@ def _fields(schema: type) -> tuple[_Field, ...]:
     hints = typing.get_type_hints(schema)
     result = []
     for f in dataclasses.fields(schema):
-        inner, is_array = _unwrap(hints[f.name])
+        inner, is_array, nullable = _unwrap(hints[f.name])
         nested = inner if dataclasses.is_dataclass(inner) else None
         is_td = isinstance(inner, type) and issubclass(inner, datetime.timedelta)
         required = f.default is _MISSING and f.default_factory is _MISSING
-        result.append(_Field(f.name, nested, is_array, is_td, required))
+        result.append(_Field(f.name, nested, is_array, is_td, required, nullable))
     return tuple(result)
 
 
@@ -63,6 +66,9 @@ def build(schema: type, data: Mapping[str, Any]) -> Any:
     kwargs: dict[str, Any] = {}
     for f in _fields(schema):
         if f.name not in data:
+            if f.required and f.nullable:
+                kwargs[f.name] = None
+                continue
             if f.required:
                 raise TypeError(f"{schema.__module__}.{schema.__name__} needs field {f.name!r}")
             continue
