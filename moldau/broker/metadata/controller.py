@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ...protocol.errors import ErrorCode, KafkaError
+from ..config.definitions import BROKER_BY_NAME, TOPIC_BY_NAME
+from .configs import DYNAMIC_BROKER_CONFIGS
 from .image import MetadataImage
 from .records import (
     BROKER_RESOURCE,
@@ -33,7 +35,13 @@ from .records import (
 )
 from .validation import (
     INTERNAL_TOPICS,
+    Problem,
+    apply_incremental,
+    validate_broker_config_changes,
+    validate_broker_resource_name,
     validate_collision,
+    validate_create_configs,
+    validate_manual_assignment,
     validate_partitions,
     validate_replication_factor,
     validate_topic_configs,
@@ -43,6 +51,10 @@ from .validation import (
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
+# Kafka's controller refuses user operations that would write more than 10000 records at once
+# (MAX_RECORDS_PER_USER_OP); Moldau limits the partitions one request may create likewise, so a
+# client asking for a billion partitions gets an error instead of exhausting the broker.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 class MetadataStore(Protocol):
@@ -116,62 +128,78 @@ class Controller:
     def create_topics(
         self, specs: Sequence[TopicSpec], *, validate_only: bool = False
     ) -> list[TopicResult]:
-        """Create topics; each result says whether (and why not) its topic was created."""
+        """Create topics; each result says whether (and why not) its topic was created.
+
+        Topics are independent: one that fails validation does not stop the others. All
+        records of the request are committed as one batch."""
         results: list[TopicResult] = []
         records: list[MetadataRecord] = []
         pending: set[str] = set()
         live = len(self.image.live_brokers())
+        budget = MAX_PARTITIONS_PER_REQUEST
         for spec in specs:
             result = TopicResult(spec.name)
             results.append(result)
-            problem = validate_topic_name(spec.name)
-            if problem is None and (spec.name in self.image.topics_by_name
-                                    or spec.name in pending):
-                problem = (ErrorCode.topic_already_exists,
-                           f"Topic '{spec.name}' already exists.")
-            if problem is None:
-                problem = validate_collision(
-                    spec.name, list(self.image.topics_by_name) + list(pending)
-                )
-            num_partitions = spec.num_partitions
-            factor = spec.replication_factor
-            if spec.assignments:
-                if num_partitions != -1 or factor != -1:
-                    problem = problem or (
-                        ErrorCode.invalid_request,
-                        "Both manual replica assignments and a partition count or replication "
-                        "factor were given; give one or the other",
-                    )
-                num_partitions = len(spec.assignments)
-                factor = len(next(iter(spec.assignments.values())))
-            if num_partitions == -1:
-                num_partitions = self._default_partitions()
-            if factor == -1:
-                factor = self._default_rf()
-            problem = (problem or validate_partitions(num_partitions)
-                       or validate_replication_factor(factor, live)
-                       or validate_topic_configs(spec.configs))
+            problem, num_partitions, factor = self._check_topic(spec, pending, live)
+            if problem is None and num_partitions > budget:
+                problem = (ErrorCode.policy_violation,
+                           f"Creating {num_partitions} partitions would exceed the limit of "
+                           f"{MAX_PARTITIONS_PER_REQUEST} partitions per request "
+                           f"({budget} left); create the topic with fewer partitions and add "
+                           f"more with CreatePartitions")
             if problem is not None:
                 result.error, result.message = problem
                 continue
+            budget -= num_partitions
             result.num_partitions, result.replication_factor = num_partitions, factor
+            pending.add(spec.name)
             if validate_only:
                 continue
             topic_id = uuid.uuid4()
             result.topic_id = topic_id
-            pending.add(spec.name)
             records.append(TopicRecord(spec.name, topic_id))
             for key, value in spec.configs.items():
                 records.append(ConfigRecord(TOPIC_RESOURCE, spec.name, key, value))
             assignment = spec.assignments or self._assign_replicas(range(num_partitions), factor)
             for p in range(num_partitions):
-                replicas = assignment[p]
+                replicas = list(assignment[p])
                 records.append(PartitionRecord(topic_id, p, replicas, list(replicas),
                                                replicas[0]))
         self.commit(records)
         return results
 
+    def _check_topic(self, spec: TopicSpec, pending: set[str], live: int
+                     ) -> tuple[Problem, int, int]:
+        """(problem, partitions, replication factor) of a topic to create."""
+        problem = validate_topic_name(spec.name)
+        if problem is None and (spec.name in self.image.topics_by_name or spec.name in pending):
+            problem = (ErrorCode.topic_already_exists, f"Topic '{spec.name}' already exists.")
+        problem = problem or validate_collision(
+            spec.name, [*self.image.topics_by_name, *pending])
+        problem = problem or validate_create_configs(spec.configs)
+        if problem is not None:
+            return problem, -1, -1
+        if spec.assignments:
+            if spec.replication_factor != -1 or spec.num_partitions != -1:
+                return ((ErrorCode.invalid_request,
+                         "A manual replica assignment was given together with a partition "
+                         "count or replication factor; set both to -1 when assigning replicas "
+                         "manually"), -1, -1)
+            problem = validate_manual_assignment(spec.assignments, self.image.brokers)
+            if problem is not None:
+                return problem, -1, -1
+            return None, len(spec.assignments), len(next(iter(spec.assignments.values())))
+        num_partitions = spec.num_partitions
+        factor = spec.replication_factor
+        if num_partitions == -1:
+            num_partitions = self._default_partitions()
+        if factor == -1:
+            factor = self._default_rf()
+        problem = validate_partitions(num_partitions) or validate_replication_factor(factor, live)
+        return problem, num_partitions, factor
+
     def delete_topics(self, names: Sequence[str]) -> dict[str, tuple[ErrorCode, str | None]]:
+        """Delete topics by name (one batch); unknown names get UNKNOWN_TOPIC_OR_PARTITION."""
         results: dict[str, tuple[ErrorCode, str | None]] = {}
         records: list[MetadataRecord] = []
         for name in names:
@@ -179,6 +207,8 @@ class Controller:
             if topic is None:
                 results[name] = (ErrorCode.unknown_topic_or_partition,
                                  "This server does not host this topic.")
+                continue
+            if name in results:
                 continue
             records.append(RemoveTopicRecord(topic.topic_id))
             results[name] = (ErrorCode.none, None)
@@ -189,26 +219,48 @@ class Controller:
         self, name: str, total: int, assignments: list[list[int]] | None,
         *, validate_only: bool = False,
     ) -> tuple[ErrorCode, str | None]:
+        """Grow ``name`` to ``total`` partitions (never shrink), with optional assignments of
+        the new partitions."""
         topic = self.image.topics_by_name.get(name)
         if topic is None:
-            return ErrorCode.unknown_topic_or_partition, f"Topic '{name}' does not exist."
+            return (ErrorCode.unknown_topic_or_partition,
+                    f"This server does not host topic '{name}'.")
         current = len(topic.partitions)
-        if total <= current:
+        if total == current:
             return (ErrorCode.invalid_partitions,
-                    f"Topic currently has {current} partitions, which is higher than or equal "
-                    f"to the requested {total}.")
-        factor = len(next(iter(topic.partitions.values())).replicas)
+                    f"Topic '{name}' already has {current} partition(s).")
+        if total < current:
+            return (ErrorCode.invalid_partitions,
+                    f"Topic '{name}' currently has {current} partition(s); {total} would not "
+                    f"be an increase (partitions can only be added).")
+        if total - current > MAX_PARTITIONS_PER_REQUEST:
+            return (ErrorCode.policy_violation,
+                    f"Adding {total - current} partitions exceeds the limit of "
+                    f"{MAX_PARTITIONS_PER_REQUEST} partitions per request")
+        factor = len(next(iter(topic.partitions.values())).replicas) if topic.partitions else 1
         new = range(current, total)
-        if assignments:
+        if assignments is not None:
             if len(assignments) != len(new):
                 return (ErrorCode.invalid_replica_assignment,
-                        f"{len(assignments)} assignments given for {len(new)} new partitions")
+                        f"{len(new)} partition(s) would be added to '{name}', but "
+                        f"{len(assignments)} assignment(s) were given")
             plan = dict(zip(new, assignments, strict=True))
+            problem = validate_manual_assignment(
+                {i: a for i, a in enumerate(assignments)}, self.image.brokers)
+            if problem is None and len(assignments[0]) != factor:
+                problem = (ErrorCode.invalid_replica_assignment,
+                           f"The new partitions have {len(assignments[0])} replica(s) each, "
+                           f"but topic '{name}' has replication factor {factor}")
+            if problem is not None:
+                return problem
         else:
+            problem = validate_replication_factor(factor, len(self.image.live_brokers()))
+            if problem is not None:
+                return problem
             plan = self._assign_replicas(new, factor)
         if validate_only:
             return ErrorCode.none, None
-        self.commit([PartitionRecord(topic.topic_id, p, plan[p], list(plan[p]), plan[p][0])
+        self.commit([PartitionRecord(topic.topic_id, p, list(plan[p]), list(plan[p]), plan[p][0])
                      for p in new])
         return ErrorCode.none, None
 
@@ -217,39 +269,66 @@ class Controller:
         self.commit([PartitionChangeRecord(topic_id, partition, leader=leader, isr=isr)])
 
     # --- configs -----------------------------------------------------------------------
+    def _check_resource(self, resource_type: int, name: str) -> Problem:
+        if resource_type == TOPIC_RESOURCE:
+            problem = validate_topic_name(name)
+            if problem is None and name not in self.image.topics_by_name:
+                problem = (ErrorCode.unknown_topic_or_partition,
+                           f"The topic '{name}' does not exist.")
+            return problem
+        if resource_type == BROKER_RESOURCE:
+            return validate_broker_resource_name(name, self.image.brokers)
+        return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}"
+
+    def _check_changes(self, resource_type: int, changes: Mapping[str, str | None]) -> Problem:
+        if resource_type == TOPIC_RESOURCE:
+            return validate_topic_configs(changes)
+        return validate_broker_config_changes(changes, DYNAMIC_BROKER_CONFIGS)
+
     def alter_configs(
         self, resource_type: int, name: str, changes: Mapping[str, str | None],
         *, replace: bool = False, validate_only: bool = False,
     ) -> tuple[ErrorCode, str | None]:
-        """Set (value) or delete (None) dynamic configs. ``replace`` drops unlisted keys
-        (the non-incremental AlterConfigs semantics)."""
-        if resource_type == TOPIC_RESOURCE:
-            if name not in self.image.topics_by_name:
-                return ErrorCode.unknown_topic_or_partition, f"Topic {name} does not exist"
-            problem = validate_topic_configs(changes)
-            if problem is not None:
-                return problem
-        elif resource_type == BROKER_RESOURCE:
-            from ..config.definitions import BROKER_BY_NAME
-
-            for key in changes:
-                if key not in BROKER_BY_NAME:
-                    return ErrorCode.invalid_config, f"Unknown broker config name: {key}"
-        else:
-            return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}"
+        """Set (value) or delete (None) dynamic configs of a topic or broker (``name`` = id,
+        or "" for the cluster-wide default). ``replace`` drops unlisted keys (the
+        non-incremental AlterConfigs semantics)."""
+        problem = (self._check_resource(resource_type, name)
+                   or self._check_changes(resource_type, changes))
+        if problem is not None:
+            return problem
         if validate_only:
             return ErrorCode.none, None
         records: list[MetadataRecord] = []
         current = self.image.configs_of(resource_type, name)
+        for key, value in changes.items():
+            # Broker records are written even when unchanged, as Kafka does, so listeners
+            # re-apply them (KAFKA-14136); deleting an absent key writes nothing.
+            changed = current.get(key) != value or resource_type == BROKER_RESOURCE
+            if changed and (value is not None or key in current):
+                records.append(ConfigRecord(resource_type, name, key, value))
         if replace:
             for key in current:
                 if key not in changes:
                     records.append(ConfigRecord(resource_type, name, key, None))
-        for key, value in changes.items():
-            if current.get(key) != value:
-                records.append(ConfigRecord(resource_type, name, key, value))
         self.commit(records)
         return ErrorCode.none, None
+
+    def incremental_alter_configs(
+        self, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],
+        *, validate_only: bool = False,
+    ) -> tuple[ErrorCode, str | None]:
+        """Apply IncrementalAlterConfigs operations (key, SET/DELETE/APPEND/SUBTRACT, value)
+        to one resource; all or nothing."""
+        problem = self._check_resource(resource_type, name)
+        if problem is not None:
+            return problem
+        definitions = TOPIC_BY_NAME if resource_type == TOPIC_RESOURCE else BROKER_BY_NAME
+        changes = apply_incremental(self.image.configs_of(resource_type, name), ops,
+                                    definitions)
+        if isinstance(changes, tuple):
+            return changes
+        return self.alter_configs(resource_type, name, changes or {},
+                                  validate_only=validate_only)
 
     # --- brokers and producer ids ---------------------------------------------------------
     def register_broker(self, broker_id: int, endpoints: list[BrokerEndpoint],

@@ -7,11 +7,11 @@ message a user can act on. Rules follow Kafka's ``Topic.validate`` and controlle
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ...protocol.errors import ErrorCode
-from ..config.definitions import TOPIC_BY_NAME
-from ..config.types import ConfigError
+from ..config.definitions import BROKER_BY_NAME, TOPIC_BY_NAME
+from ..config.types import ConfigDef, ConfigError
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -92,3 +92,142 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> Problem:
         except ConfigError as exc:
             return ErrorCode.invalid_config, str(exc)
     return None
+
+
+def validate_create_configs(configs: Mapping[str, str | None]) -> Problem:
+    """Configs given to CreateTopics: known keys, parseable values, no nulls."""
+    for key, value in configs.items():
+        if value is None:
+            return (ErrorCode.invalid_config,
+                    f"Null value not supported for topic config {key}; leave the key out to "
+                    f"use the default")
+    return validate_topic_configs(configs)
+
+
+def validate_manual_assignment(assignments: Mapping[int, Sequence[int]],
+                               registered: Iterable[int]) -> Problem:
+    """A CreateTopics manual assignment: partitions 0..n-1, each with the same number of
+    distinct, registered brokers."""
+    known = set(registered)
+    factor: int | None = None
+    for partition in sorted(assignments):
+        replicas = list(assignments[partition])
+        if not replicas:
+            return (ErrorCode.invalid_replica_assignment,
+                    f"The manual assignment of partition {partition} has no replicas")
+        for broker in sorted(set(replicas)):
+            if broker not in known:
+                return (ErrorCode.invalid_replica_assignment,
+                        f"The manual assignment of partition {partition} names broker "
+                        f"{broker}, but no such broker is registered (brokers: "
+                        f"{sorted(known)})")
+        if len(set(replicas)) != len(replicas):
+            return (ErrorCode.invalid_replica_assignment,
+                    f"The manual assignment of partition {partition} lists a broker more "
+                    f"than once: {replicas}")
+        if factor is not None and len(replicas) != factor:
+            return (ErrorCode.invalid_replica_assignment,
+                    f"The manual assignment of partition {partition} has {len(replicas)} "
+                    f"replica(s), but earlier partitions have {factor}")
+        factor = len(replicas)
+    if sorted(assignments) != list(range(len(assignments))):
+        return (ErrorCode.invalid_replica_assignment,
+                f"Manually assigned partitions must be numbered 0 to {len(assignments) - 1} "
+                f"without gaps, got {sorted(assignments)}")
+    return None
+
+
+def validate_broker_resource_name(name: str, registered: Iterable[int]) -> Problem:
+    """A BROKER config resource: ``""`` (cluster-wide default) or a registered broker id."""
+    if name == "":
+        return None
+    try:
+        broker_id = int(name)
+    except ValueError:
+        return (ErrorCode.invalid_request,
+                f"Broker id must be an integer (or empty for the cluster default), but it "
+                f"is: {name!r}")
+    if broker_id not in set(registered):
+        return ErrorCode.broker_id_not_registered, f"No broker with id {broker_id} is registered"
+    return None
+
+
+def validate_broker_config_changes(changes: Mapping[str, str | None],
+                                   dynamic: Iterable[str]) -> Problem:
+    """Dynamic broker config changes (value None = delete): only keys that may change at run
+    time, with parseable values. Kafka answers INVALID_REQUEST here (KAFKA-13609)."""
+    allowed = set(dynamic)
+    unknown = sorted(k for k in changes if k not in BROKER_BY_NAME)
+    if unknown:
+        return (ErrorCode.invalid_request,
+                f"Unknown broker config name(s): {', '.join(unknown)}")
+    static_only = sorted(k for k in changes if k not in allowed)
+    if static_only:
+        return (ErrorCode.invalid_request,
+                f"Cannot update these configs dynamically: {', '.join(static_only)}. Set them "
+                f"in server.properties and restart the broker; keys that can change at run "
+                f"time: {', '.join(sorted(allowed))}")
+    for key, value in changes.items():
+        if value is None:
+            continue
+        try:
+            BROKER_BY_NAME[key].parse(value)
+        except ConfigError as exc:
+            return ErrorCode.invalid_request, str(exc)
+    return None
+
+
+# IncrementalAlterConfigs operations (Kafka's AlterConfigOp.OpType).
+OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+_OP_NAMES = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
+
+
+def apply_incremental(
+    current: Mapping[str, str],
+    ops: Sequence[tuple[str, int, str | None]],
+    definitions: Mapping[str, ConfigDef],
+) -> dict[str, str | None] | Problem:
+    """The changes (key -> new value, None = delete) that IncrementalAlterConfigs ``ops``
+    (key, operation, value) make to the ``current`` dynamic configs.
+
+    APPEND and SUBTRACT work on LIST keys, starting from the current dynamic value or else
+    the key's default, and never duplicate an element. Returns a Problem for unknown
+    operations, duplicate keys, or list operations on other types."""
+    seen: set[str] = set()
+    changes: dict[str, str | None] = {}
+    for key, op, value in ops:
+        if key in seen:
+            return (ErrorCode.invalid_request,
+                    f"Config key {key} appears more than once in one resource")
+        seen.add(key)
+        if op == OP_SET:
+            if value is None:
+                return (ErrorCode.invalid_request,
+                        f"Null value not supported for SET of {key}; use DELETE to remove it")
+            changes[key] = value
+        elif op == OP_DELETE:
+            changes[key] = None
+        elif op in (OP_APPEND, OP_SUBTRACT):
+            definition = definitions.get(key)
+            if definition is None:
+                changes[key] = value  # reported as an unknown key by the caller's validation
+                continue
+            if definition.type != "list":
+                return (ErrorCode.invalid_config,
+                        f"Can't {_OP_NAMES[op]} to key {key} because its type is not LIST")
+            base = current.get(key)
+            if base is None and definition.default is not None:
+                base = (",".join(definition.default) if isinstance(definition.default, list)
+                        else str(definition.default))
+            parts = [p for p in (base or "").split(",") if p]
+            for item in (value or "").split(","):
+                if op == OP_APPEND and item and item not in parts:
+                    parts.append(item)
+                elif op == OP_SUBTRACT and item in parts:
+                    parts.remove(item)
+            changes[key] = ",".join(parts)
+        else:
+            return (ErrorCode.invalid_request,
+                    f"Unknown config operation {op} for key {key}; expected 0 (SET), "
+                    f"1 (DELETE), 2 (APPEND) or 3 (SUBTRACT)")
+    return changes

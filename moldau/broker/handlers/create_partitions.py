@@ -1,0 +1,43 @@
+"""CreatePartitions (key 37), versions 0-3.
+
+Grows a topic to ``count`` partitions. Partitions can only be added: a count equal to or
+below the current one answers INVALID_PARTITIONS with the current count. New partitions take
+the topic's replication factor, placed on the live brokers, or the request's assignments (one
+per new partition, each with that many distinct registered brokers, else
+INVALID_REPLICA_ASSIGNMENT). Unknown topics answer UNKNOWN_TOPIC_OR_PARTITION, a topic named
+twice INVALID_REQUEST "Duplicate topic name.". ``validate_only`` checks without changing
+anything. The new PartitionRecords are committed to the metadata log; the replica manager
+creates their logs.
+
+Left out: ACL checks and controller mutation quotas (throttle time is always 0).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.errors import ErrorCode
+from ..dispatch import RequestContext, handler
+
+
+@handler(ApiKey.CREATE_PARTITIONS, 0, 3)
+def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+    controller = ctx.broker.controller
+    counts = Counter(t.name for t in request.topics)
+    results: list[dict[str, Any]] = []
+    for topic in request.topics:
+        if counts[topic.name] > 1:
+            continue
+        # An empty list means "no assignments" too (some clients send [] instead of null).
+        assignments = ([list(a.broker_ids) for a in topic.assignments]
+                       if topic.assignments else None)
+        code, message = controller.create_partitions(
+            topic.name, topic.count, assignments, validate_only=request.validate_only)
+        results.append({"name": topic.name, "error_code": code, "error_message": message})
+    for name, n in counts.items():
+        if n > 1:
+            results.append({"name": name, "error_code": ErrorCode.invalid_request,
+                            "error_message": "Duplicate topic name."})
+    return ctx.respond({"throttle_time": 0, "results": results})
