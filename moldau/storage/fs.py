@@ -1,0 +1,126 @@
+"""A thin filesystem seam over ``os`` so tests can inject failures and torn writes.
+
+Everything in :mod:`moldau.storage` touches the disk through a :class:`FileSystem`. The default
+implementation is a direct pass-through to ``os`` functions on raw file descriptors (no Python
+buffered file objects on the hot path). Fault tests subclass it and override single methods,
+for example :meth:`FileSystem.pwrite` to write half a batch and then raise ``OSError``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+# Flags for the files the log writes: raw fds, no O_APPEND (we always write at an explicit
+# position so a truncation never leaves the file offset pointing past the end).
+RW_CREATE = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+RW_EXISTING = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+READ_ONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+class FileSystem:
+    """Pass-through to ``os``. Subclass and override methods to inject faults."""
+
+    # -- descriptors -------------------------------------------------------------------
+    def open(self, path: str, flags: int = RW_CREATE, mode: int = 0o644) -> int:
+        return os.open(path, flags, mode)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def dup(self, fd: int) -> int:
+        return os.dup(fd)
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
+        return os.pwrite(fd, data, offset)
+
+    def pread(self, fd: int, size: int, offset: int) -> bytes:
+        return os.pread(fd, size, offset)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def ftruncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def fsize(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    # -- paths -------------------------------------------------------------------------
+    def rename(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def remove(self, path: str) -> None:
+        os.remove(path)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def rmtree(self, path: str) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def isdir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def mtime_ms(self, path: str) -> int:
+        return int(os.stat(path).st_mtime * 1000)
+
+    def fsync_dir(self, path: str) -> None:
+        """Persist a directory's entries (after create/rename/remove)."""
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- helpers built on the primitives (so overriding a primitive affects them too) ----
+    def write_all(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> None:
+        """Write all of ``data`` at ``offset``, looping over short writes."""
+        view = memoryview(data)
+        done = 0
+        total = len(view)
+        while done < total:
+            n = self.pwrite(fd, view[done:], offset + done)
+            if n <= 0:
+                raise OSError(f"short write: wrote {done} of {total} bytes")
+            done += n
+
+    def read_file(self, path: str) -> bytes:
+        """Read a small file whole."""
+        fd = self.open(path, READ_ONLY)
+        try:
+            size = self.fsize(fd)
+            chunks = []
+            pos = 0
+            while pos < size:
+                chunk = self.pread(fd, size - pos, pos)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                pos += len(chunk)
+            return b"".join(chunks)
+        finally:
+            self.close(fd)
+
+    def write_file_atomic(self, path: str, data: bytes, *, sync: bool = True) -> None:
+        """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, fsync dir."""
+        tmp = path + ".tmp"
+        fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
+        try:
+            self.write_all(fd, data, 0)
+            if sync:
+                self.fsync(fd)
+        finally:
+            self.close(fd)
+        self.rename(tmp, path)
+        if sync:
+            self.fsync_dir(os.path.dirname(path) or ".")
+
+
+DEFAULT_FS = FileSystem()

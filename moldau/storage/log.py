@@ -1,0 +1,782 @@
+"""One partition's log (Kafka's UnifiedLog + LocalLog): append, read, roll, retention, flush.
+
+Concurrency: the broker's event loop owns a Log and calls it directly; each public method holds
+``self._lock`` (an uncontended lock costs ~0.1 µs) so that blocking work the broker moves to a
+thread — :meth:`Log.flush`, retention, the cleaner's segment swap — can run safely alongside.
+Slow disk work never happens under the lock: :meth:`Log.flush` only duplicates file descriptors
+under it and fsyncs outside; the cleaner reads and writes its new segment outside it and takes
+the lock only to swap files in (see :mod:`moldau.storage.cleaner`).
+
+Batches are opaque: an append patches the base offset and partition leader epoch of each batch
+in place (and LogAppendTime when used), writes the buffer with one ``pwrite`` and updates the
+sparse indexes; no record is decoded.
+"""
+
+from __future__ import annotations
+
+import random
+import struct
+import threading
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from moldau.protocol.records.batch import (
+    BatchHeader,
+    InvalidBatch,
+    set_log_append_time,
+    validate_batches,
+)
+
+from .config import LogConfig
+from .epoch_cache import LeaderEpochCache
+from .errors import (
+    CorruptRecord,
+    KafkaStorageError,
+    OffsetOutOfRange,
+    RecordBatchTooLarge,
+    RecordTooLarge,
+    UnexpectedAppendOffset,
+)
+from .fs import FileSystem
+from .producer_state import (
+    ORIGIN_CLIENT,
+    ORIGIN_REPLICATION,
+    CompletedTxn,
+    ProducerAppend,
+    ProducerStateManager,
+    parse_end_txn_marker,
+)
+from .retention import (
+    deletable_segments,
+    log_start_breached,
+    retention_ms_breached,
+    retention_size_breached,
+)
+from .segment import Segment, fsync_handles, remove_files
+
+_BASE_OFFSET = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+INT32_MAX = 0x7FFFFFFF
+
+# ListOffsets special timestamps.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AppendInfo(NamedTuple):
+    """Result of an append (Kafka's LogAppendInfo, the parts a Produce response needs)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int  # -1 unless LogAppendTime was applied
+    log_start_offset: int
+    duplicate: bool = False  # a retried idempotent batch: offsets are the original append's
+
+
+class ReadResult(NamedTuple):
+    """Whole batches read from the log; ``records`` is bytes-like (bytes or memoryview)."""
+
+    records: bytes | memoryview
+    first_offset: int  # base offset of the first batch returned, -1 if none
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+
+
+class TimestampAndOffset(NamedTuple):
+    timestamp: int
+    offset: int
+    leader_epoch: int  # -1 when unknown
+
+
+class Log:
+    """A partition log in ``directory``; open one with :func:`moldau.storage.loader.load_log`."""
+
+    def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
+                 segments: list[Segment], log_start_offset: int, recovery_point: int,
+                 high_watermark: int, epoch_cache: LeaderEpochCache,
+                 producer_state: ProducerStateManager, fs: FileSystem,
+                 time_ms: Callable[[], int], rng: random.Random) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.epoch_cache = epoch_cache
+        self.producer_state = producer_state
+        self._fs = fs
+        self._time_ms = time_ms
+        self._rng = rng
+        self._lock = threading.RLock()
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.high_watermark = 0
+        self._last_flush_ms = time_ms()
+        self._roll_flush_upto = 0
+        self._pending_deletes: list[tuple[int, list[str]]] = []
+        self._generation = 0
+        self.offline = False
+        segments[-1].open_for_append()
+        self.update_high_watermark(high_watermark)
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self.log_end_offset}, segments={len(self._segments)})")
+
+    # -- simple properties -------------------------------------------------------------
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[Segment]:
+        """A copy of the segment list, oldest first."""
+        with self._lock:
+            return list(self._segments)
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever segments are truncated, replaced or fully reset."""
+        return self._generation
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise KafkaStorageError(
+                f"log {self.topic}-{self.partition} in {self.dir} is offline after a disk "
+                "error; restart the broker once the disk is healthy"
+            )
+
+    def _jitter(self) -> int:
+        cfg = self.config
+        if cfg.segment_jitter_ms <= 0:
+            return 0
+        return self._rng.randrange(min(cfg.segment_jitter_ms, cfg.segment_ms))
+
+    def update_config(self, config: LogConfig | Mapping[str, object]) -> None:
+        """Apply a changed topic config at runtime (takes effect on the next append/roll)."""
+        if not isinstance(config, LogConfig):
+            config = self.config.updated(config)
+        with self._lock:
+            self.config = config
+            for seg in self._segments:
+                seg.update_config(config)
+            self.producer_state.expiration_ms = config.producer_id_expiration_ms
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``."""
+        with self._lock:
+            self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+            return self.high_watermark
+
+    # -- append ------------------------------------------------------------------------
+    def append(self, buf: bytearray, headers: list[BatchHeader], leader_epoch: int,
+               log_append_time_ms: int | None = None, origin: str = ORIGIN_CLIENT
+               ) -> AppendInfo:
+        """Append validated batches as leader, assigning offsets in place in ``buf``.
+
+        ``headers`` are the batch headers of ``buf`` in order, already validated (magic, CRC,
+        sizes) by :func:`moldau.protocol.records.batch.validate_batches`. Base offsets and the
+        partition leader epoch are patched in ``buf``; with ``log_append_time_ms`` (or a topic
+        with ``message.timestamp.type=LogAppendTime``) batches switch to LogAppendTime.
+        ``origin`` is "client" (full idempotence checks) or "coordinator" (epoch checks only).
+        A retried idempotent batch is not written again: the result has ``duplicate=True``
+        and the original offsets.
+        """
+        with self._lock:
+            self._check_online()
+            cfg = self.config
+            if log_append_time_ms is None and cfg.log_append_time:
+                log_append_time_ms = self._time_ms()
+            first = self._segments[-1].next_offset
+            infos: list[tuple[int, int, int]] = []
+            next_off = first
+            total = 0
+            max_ts = -1
+            off_max = -1
+            has_pid = False
+            max_bytes = cfg.max_message_bytes
+            for h in headers:
+                size = h.batch_length + 12
+                if size > max_bytes:
+                    raise RecordTooLarge(
+                        f"batch of {size} bytes exceeds max.message.bytes {max_bytes} of "
+                        f"{self.topic}-{self.partition}"
+                    )
+                last = next_off + h.last_offset_delta
+                ts = h.max_timestamp if log_append_time_ms is None else log_append_time_ms
+                if ts > max_ts:
+                    max_ts, off_max = ts, last
+                infos.append((size, last, ts))
+                has_pid = has_pid or h.producer_id >= 0
+                next_off = last + 1
+                total += size
+            if not infos or total != len(buf):
+                raise ValueError("batch headers do not describe the buffer")
+            if total > cfg.segment_bytes:
+                raise RecordBatchTooLarge(
+                    f"append of {total} bytes is larger than segment.bytes {cfg.segment_bytes}"
+                )
+            pending = None
+            if has_pid:
+                pending = self._prepare_producers(buf, headers, first, origin)
+                dup = pending.duplicate
+                if dup is not None:
+                    return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
+                                      dup.last_offset, -1, self.log_start_offset, True)
+            pos = 0
+            pack_offset = _BASE_OFFSET.pack_into
+            pack_epoch = _EPOCH.pack_into
+            off = first
+            for h, (size, last, _ts) in zip(headers, infos, strict=True):
+                pack_offset(buf, pos, off)
+                pack_epoch(buf, pos + 12, leader_epoch)
+                if log_append_time_ms is not None:
+                    set_log_append_time(buf, pos, h, log_append_time_ms)
+                off = last + 1
+                pos += size
+            self._maybe_roll(total, first, infos[-1][1], max_ts)
+            self._write(buf, infos)
+            self._after_append(pending, leader_epoch, first)
+            return AppendInfo(first, infos[-1][1], max_ts, off_max,
+                              -1 if log_append_time_ms is None else log_append_time_ms,
+                              self.log_start_offset)
+
+    def append_as_follower(self, buf: bytes | bytearray) -> AppendInfo:
+        """Append batches replicated from the leader, keeping their offsets and epochs.
+
+        Batches are validated here (CRC, magic, sizes); the first offset must not be below
+        the log end offset (:class:`UnexpectedAppendOffset`).
+        """
+        try:
+            headers = validate_batches(buf)
+        except InvalidBatch as exc:
+            raise CorruptRecord(
+                f"replicated batches for {self.topic}-{self.partition} are invalid: {exc}"
+            ) from exc
+        with self._lock:
+            self._check_online()
+            first = headers[0].base_offset
+            last = headers[-1].base_offset + headers[-1].last_offset_delta
+            leo = self._segments[-1].next_offset
+            if first < leo:
+                raise UnexpectedAppendOffset(
+                    f"follower append at offset {first} is below the log end offset {leo} of "
+                    f"{self.topic}-{self.partition}", first, last)
+            infos = []
+            max_ts, off_max = -1, -1
+            prev_next = first
+            for h in headers:
+                if h.base_offset < prev_next:
+                    raise UnexpectedAppendOffset("replicated batches are out of order",
+                                                 first, last)
+                h_last = h.base_offset + h.last_offset_delta
+                if h.max_timestamp > max_ts:
+                    max_ts, off_max = h.max_timestamp, h_last
+                infos.append((h.batch_length + 12, h_last, h.max_timestamp))
+                prev_next = h_last + 1
+            if len(buf) > self.config.segment_bytes:
+                raise RecordBatchTooLarge(
+                    f"append of {len(buf)} bytes is larger than segment.bytes "
+                    f"{self.config.segment_bytes}")
+            pending = self._prepare_producers(buf, headers, None, ORIGIN_REPLICATION)
+            self._maybe_roll(len(buf), first, last, max_ts)
+            self._write(buf, infos)
+            self._after_append(pending, None, first, headers)
+            return AppendInfo(first, last, max_ts, off_max, -1, self.log_start_offset)
+
+    def _prepare_producers(self, buf: bytes | bytearray, headers: list[BatchHeader],
+                           first: int | None, origin: str) -> ProducerAppend:
+        triples = []
+        pos = 0
+        off = first
+        for h in headers:
+            start = h.base_offset if off is None else off
+            marker = None
+            if h.is_control and h.producer_id >= 0:
+                marker = parse_end_txn_marker(memoryview(buf)[pos:pos + h.batch_length + 12])
+            triples.append((h, start, marker))
+            pos += h.batch_length + 12
+            if off is not None:
+                off += h.last_offset_delta + 1
+        return self.producer_state.prepare(triples, origin)
+
+    def _write(self, buf: bytes | bytearray, infos: list[tuple[int, int, int]]) -> None:
+        seg = self._segments[-1]
+        undo = (seg.size, seg.next_offset, (seg.index.entries, seg.time_index.entries),
+                (seg.max_timestamp, seg.offset_of_max_timestamp))
+        try:
+            seg.append(buf, infos)
+        except OSError as exc:
+            try:
+                seg.rollback(*undo)
+            except OSError:
+                self.offline = True
+            raise KafkaStorageError(
+                f"append to {seg.log_path} failed: {exc}; the append was not acknowledged"
+            ) from exc
+
+    def _after_append(self, pending: ProducerAppend | None, leader_epoch: int | None,
+                      first: int, headers: list[BatchHeader] | None = None) -> None:
+        ps = self.producer_state
+        if pending is not None:
+            ps.commit(pending)
+            if pending.completed_txns:
+                self._complete_txns(pending.completed_txns)
+        ps.update_map_end_offset(self.log_end_offset)
+        if leader_epoch is not None:
+            self.epoch_cache.maybe_assign_from_batch(leader_epoch, first)
+        elif headers is not None:
+            for h in headers:
+                self.epoch_cache.maybe_assign_from_batch(h.partition_leader_epoch, h.base_offset)
+        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+
+    def _complete_txns(self, completed: list[CompletedTxn]) -> None:
+        """Hook for transactions: a COMMIT/ABORT marker was appended.
+
+        Producer state already closed the transactions. This is where the aborted
+        transaction index (``.txnindex`` of the active segment: producer id, first offset,
+        last offset, last stable offset from ``producer_state.last_stable_offset(txn)``)
+        will be written for read_committed fetches; not built yet.
+        """
+
+    # -- rolling -----------------------------------------------------------------------
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int) -> None:
+        seg = self._segments[-1]
+        cfg = self.config
+        if (
+            (seg.size > 0 and (
+                seg.size > cfg.segment_bytes - size
+                or seg.time_waited_for_roll(self._time_ms(), max_ts)
+                > cfg.segment_ms - seg.roll_jitter_ms))
+            or seg.index.is_full
+            or seg.time_index.is_full
+            or last_offset - seg.base_offset > INT32_MAX
+        ):
+            self._roll(first_offset)
+
+    def roll(self) -> Segment:
+        """Force a new active segment at the log end offset."""
+        with self._lock:
+            self._check_online()
+            return self._roll(self.log_end_offset)
+
+    def _roll(self, expected_next_offset: int) -> Segment:
+        old = self._segments[-1]
+        new_base = max(expected_next_offset, old.next_offset)
+        if old.size == 0 and new_base == old.base_offset:
+            return old
+        try:
+            old.on_become_inactive()
+            new = Segment(self.dir, new_base, self._fs, self.config, self._time_ms(),
+                          jitter_ms=self._jitter())
+            if new.size:
+                self._fs.ftruncate(new.fd, 0)  # stale file from an earlier life of this log
+                new.size = 0
+            new.open_for_append()
+            if old.size == 0:
+                # An empty segment below the new base is useless (follower gap): replace it.
+                self._segments.pop()
+                self._bases.pop()
+                remove_files(self._fs, old.mark_deleted())
+            self._segments.append(new)
+            self._bases.append(new_base)
+            ps = self.producer_state
+            ps.update_map_end_offset(new_base)
+            ps.take_snapshot()
+        except OSError as exc:
+            self.offline = True
+            raise KafkaStorageError(f"rolling a segment in {self.dir} failed: {exc}") from exc
+        # Kafka flushes rolled segments in the background; flush_due() does it here.
+        self._roll_flush_upto = new_base
+        return new
+
+    # -- read --------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadResult:
+        """Whole batches from the one holding ``offset``, never past ``max_offset``.
+
+        ``max_offset`` is the exclusive visibility bound (high watermark or last stable
+        offset; None = log end). With ``min_one_batch`` the first batch is returned whole even
+        if larger than ``max_bytes`` (Kafka's minOneMessage). Reads stay within one segment.
+        Raises :class:`OffsetOutOfRange` unless ``log_start_offset <= offset <=
+        log_end_offset``.
+        """
+        with self._lock:
+            self._check_online()
+            leo = self._segments[-1].next_offset
+            start = self.log_start_offset
+            if offset < start or offset > leo:
+                raise OffsetOutOfRange(offset, start, leo, f"{self.topic}-{self.partition}")
+            limit = leo if max_offset is None else min(max_offset, leo)
+            if offset >= limit:
+                return ReadResult(b"", -1, start, leo, self.high_watermark)
+            segs = self._segments
+            i = max(bisect_right(self._bases, offset) - 1, 0)
+            try:
+                while i < len(segs):
+                    seg = segs[i]
+                    max_pos = seg.size
+                    if limit < seg.next_offset:
+                        located = seg.translate(limit)
+                        if located is not None:
+                            max_pos = located[0]
+                    got = seg.read(offset, max_bytes, max_pos, min_one_batch)
+                    if got is None:
+                        i += 1
+                        continue
+                    data, header = got
+                    return ReadResult(data, header.base_offset if len(data) else -1, start, leo,
+                                      self.high_watermark)
+            except OSError as exc:
+                raise KafkaStorageError(f"read from {self.dir} failed: {exc}") from exc
+            return ReadResult(b"", -1, start, leo, self.high_watermark)
+
+    # -- offsets by timestamp ----------------------------------------------------------
+    def fetch_offset_by_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """ListOffsets: special timestamps -1 (latest), -2 (earliest), -3 (max timestamp),
+        -4 (earliest local), -5 (latest tiered: none here), or a real timestamp."""
+        with self._lock:
+            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                epoch = self.epoch_cache.epoch_for_offset(self.log_start_offset)
+                return TimestampAndOffset(-1, self.log_start_offset,
+                                          -1 if epoch is None else epoch)
+            if timestamp == LATEST_TIMESTAMP:
+                epoch = self.epoch_cache.latest_epoch()
+                return TimestampAndOffset(-1, self.log_end_offset, -1 if epoch is None else epoch)
+            if timestamp == MAX_TIMESTAMP:
+                return self.max_timestamp_and_offset()
+            if timestamp < 0:
+                return TimestampAndOffset(-1, -1, -1)
+            return self.offset_for_timestamp(timestamp)
+
+    def offset_for_timestamp(self, timestamp: int) -> TimestampAndOffset | None:
+        """First record with timestamp >= ``timestamp`` at or after the log start."""
+        with self._lock:
+            for seg in self._segments:
+                if seg.size == 0 or seg.largest_timestamp() < timestamp:
+                    continue
+                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                if found is not None:
+                    return TimestampAndOffset(*found)
+            return None
+
+    def max_timestamp_and_offset(self) -> TimestampAndOffset | None:
+        """The largest record timestamp and the offset of the first record carrying it."""
+        with self._lock:
+            best = None
+            for seg in self._segments:
+                if seg.max_timestamp >= 0 and (best is None or
+                                               seg.max_timestamp > best.max_timestamp):
+                    best = seg
+            if best is None:
+                return None
+            found = best.max_timestamp_record()
+            return TimestampAndOffset(*found) if found is not None else None
+
+    # -- leader epochs -----------------------------------------------------------------
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int | None = None) -> None:
+        """Record a new leader epoch starting at ``start_offset`` (default: log end)."""
+        with self._lock:
+            self.epoch_cache.assign(epoch, self.log_end_offset if start_offset is None
+                                    else start_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch."""
+        with self._lock:
+            return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def latest_epoch(self) -> int | None:
+        return self.epoch_cache.latest_epoch()
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (LSO = min(HW, this))."""
+        return self.producer_state.first_unstable_offset()
+
+    # -- truncation --------------------------------------------------------------------
+    def truncate_to(self, target: int) -> bool:
+        """Remove everything at and above ``target`` (follower truncation). True if changed."""
+        if target < 0:
+            raise ValueError(f"cannot truncate to a negative offset {target}")
+        with self._lock:
+            self._check_online()
+            if target >= self.log_end_offset:
+                return False
+            if target <= self._segments[0].base_offset:
+                self._truncate_fully(target)
+                return True
+            try:
+                keep = bisect_right(self._bases, target)
+                doomed = self._segments[keep:]
+                del self._segments[keep:]
+                del self._bases[keep:]
+                for seg in doomed:
+                    self._schedule_delete(seg)
+                seg = self._segments[-1]
+                seg.open_for_append()
+                seg.truncate_to(target, self._time_ms())
+            except OSError as exc:
+                self.offline = True
+                raise KafkaStorageError(f"truncating {self.dir} failed: {exc}") from exc
+            self._generation += 1
+            leo = self.log_end_offset
+            self.recovery_point = min(self.recovery_point, leo)
+            self._roll_flush_upto = min(self._roll_flush_upto, leo)
+            self.log_start_offset = min(self.log_start_offset, leo)
+            self.high_watermark = min(self.high_watermark, leo)
+            self.epoch_cache.truncate_from_end(leo)
+            self.rebuild_producer_state()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete all data and restart the log empty at ``offset``."""
+        with self._lock:
+            self._check_online()
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        try:
+            for seg in self._segments:
+                self._schedule_delete(seg)
+            new = Segment(self.dir, offset, self._fs, self.config, self._time_ms(),
+                          jitter_ms=self._jitter())
+            if new.size:
+                self._fs.ftruncate(new.fd, 0)
+                new.size = 0
+            new.open_for_append()
+        except OSError as exc:
+            self.offline = True
+            raise KafkaStorageError(f"truncating {self.dir} failed: {exc}") from exc
+        self._segments = [new]
+        self._bases = [offset]
+        self._generation += 1
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self._roll_flush_upto = offset
+        self.high_watermark = offset
+        self.epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
+
+    def rebuild_producer_state(self) -> int:
+        """Reload producer state from the newest snapshot <= log end and replay batch headers
+        after it. Returns the number of batches replayed."""
+        with self._lock:
+            ps = self.producer_state
+            leo = self.log_end_offset
+            snap = ps.load_latest_snapshot(leo)
+            start = max(snap if snap is not None else self.log_start_offset,
+                        self._segments[0].base_offset)
+            ps.map_end_offset = start
+            replayed = 0
+            for seg in self._segments:
+                if seg.next_offset <= start or seg.size == 0:
+                    continue
+                walker = seg.batches_from(seg.index.lookup(start))
+                for pos, h in walker:
+                    if h.base_offset + h.last_offset_delta < start:
+                        continue
+                    marker = None
+                    if h.is_control and h.producer_id >= 0:
+                        marker = parse_end_txn_marker(walker.read_batch(pos, h))
+                    ps.apply_replicated(h, marker)
+                    replayed += 1
+            ps.map_end_offset = leo
+            ps.remove_expired(self._time_ms())
+            return replayed
+
+    # -- retention and DeleteRecords ---------------------------------------------------
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to ``offset`` (<= high watermark) and
+        delete segments wholly below it. Returns the new log start offset (low watermark)."""
+        with self._lock:
+            self._check_online()
+            if offset > self.high_watermark:
+                raise OffsetOutOfRange(
+                    offset, self.log_start_offset, self.high_watermark,
+                    f"{self.topic}-{self.partition} (cannot delete records past the high "
+                    "watermark)")
+            if offset > self.log_start_offset:
+                self._increment_log_start(offset)
+                self._delete_segments(self._deletable(log_start_breached(offset)))
+            return self.log_start_offset
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Apply retention (time, size, log start); returns the number of segments deleted."""
+        with self._lock:
+            if self.offline:
+                return 0
+            now = self._time_ms() if now_ms is None else now_ms
+            deleted = self._delete_segments(
+                self._deletable(log_start_breached(self.log_start_offset)), now)
+            if self.config.delete:
+                by_time = retention_ms_breached(now, self.config.retention_ms)
+                if by_time is not None:
+                    deleted += self._delete_segments(self._deletable(by_time), now)
+                by_size = retention_size_breached(self.size_in_bytes, self.config.retention_bytes)
+                if by_size is not None:
+                    deleted += self._delete_segments(self._deletable(by_size), now)
+            return deleted
+
+    def _deletable(self, predicate: object) -> list[Segment]:
+        return deletable_segments(self._segments, self.log_end_offset, self.high_watermark,
+                                  predicate)  # type: ignore[arg-type]
+
+    def _delete_segments(self, doomed: list[Segment], now_ms: int | None = None) -> int:
+        if not doomed:
+            return 0
+        try:
+            if len(doomed) == len(self._segments):
+                self._roll(self.log_end_offset)
+            del self._segments[: len(doomed)]
+            del self._bases[: len(doomed)]
+            for seg in doomed:
+                self._schedule_delete(seg, now_ms)
+        except OSError as exc:
+            self.offline = True
+            raise KafkaStorageError(f"deleting segments in {self.dir} failed: {exc}") from exc
+        first_base = self._segments[0].base_offset
+        if first_base > self.log_start_offset:
+            self._increment_log_start(first_base)
+        self.producer_state.delete_snapshots_before(first_base)
+        return len(doomed)
+
+    def _increment_log_start(self, offset: int) -> None:
+        self.log_start_offset = offset
+        if self.high_watermark < offset:
+            self.high_watermark = offset
+        if self.recovery_point < offset:
+            self.recovery_point = offset
+        self.epoch_cache.truncate_from_start(offset)
+        self.producer_state.on_log_start_offset_incremented(offset)
+
+    def _schedule_delete(self, seg: Segment, now_ms: int | None = None) -> None:
+        """Rename to ``.deleted`` now, remove after ``file.delete.delay.ms`` (as Kafka)."""
+        paths = seg.mark_deleted()
+        now = self._time_ms() if now_ms is None else now_ms
+        self._pending_deletes.append((now + self.config.file_delete_delay_ms, paths))
+
+    def remove_deleted_files(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        """Remove ``.deleted`` files whose delay has passed; returns files removed."""
+        with self._lock:
+            now = self._time_ms() if now_ms is None else now_ms
+            due = [p for t, p in self._pending_deletes if force or t <= now]
+            self._pending_deletes = [(t, p) for t, p in self._pending_deletes
+                                     if not (force or t <= now)]
+        count = 0
+        for paths in due:
+            remove_files(self._fs, paths)
+            count += len(paths)
+        return count
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        with self._lock:
+            return self.producer_state.remove_expired(
+                self._time_ms() if now_ms is None else now_ms)
+
+    # -- flushing ----------------------------------------------------------------------
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync segments holding offsets below ``up_to`` (default: everything) and advance
+        the recovery point. Safe to call from a worker thread: fsync runs without the lock."""
+        with self._lock:
+            self._check_online()
+            leo = self.log_end_offset
+            target = leo if up_to is None else min(up_to, leo)
+            if target <= self.recovery_point:
+                self._last_flush_ms = self._time_ms()
+                return
+            fds: list[int] = []
+            paths: list[str] = []
+            i = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+            for seg in self._segments[i:]:
+                if seg.base_offset >= target and seg.base_offset > self.recovery_point:
+                    break
+                f, p = seg.flush_handles()
+                fds += f
+                paths += p
+            generation = self._generation
+        try:
+            fsync_handles(self._fs, fds, paths)
+            self._fs.fsync_dir(self.dir)
+        except OSError as exc:
+            with self._lock:
+                self.offline = True
+            raise KafkaStorageError(f"flushing {self.dir} failed: {exc}") from exc
+        with self._lock:
+            if generation == self._generation and target > self.recovery_point:
+                self.recovery_point = target
+            self._last_flush_ms = self._time_ms()
+
+    def flush_due(self, now_ms: int | None = None) -> bool:
+        """Flush if ``flush.ms`` has passed since the last flush, or a rolled segment is not
+        yet flushed (Kafka does both from its scheduler). True if a flush ran."""
+        with self._lock:
+            if self.offline:
+                return False
+            now = self._time_ms() if now_ms is None else now_ms
+            roll_target = self._roll_flush_upto
+            by_time = (now - self._last_flush_ms >= self.config.flush_ms
+                       and self.log_end_offset > self.recovery_point)
+        if by_time:
+            self.flush()
+            return True
+        if roll_target > self.recovery_point:
+            self.flush(roll_target)
+            return True
+        return False
+
+    # -- closing -----------------------------------------------------------------------
+    def close(self) -> None:
+        """Clean close: snapshot producer state at the log end and close every file."""
+        with self._lock:
+            if not self.offline:
+                ps = self.producer_state
+                ps.update_map_end_offset(self.log_end_offset)
+                ps.take_snapshot(sync=True)
+            for seg in self._segments:
+                seg.close()
+            self.offline = True  # closed: nothing may use it any more
+
+    def close_handles(self) -> None:
+        """Close file descriptors without writing anything (crash simulation, dead disk)."""
+        with self._lock:
+            for seg in self._segments:
+                for idx in (seg.index, seg.time_index):
+                    if idx.fd is not None:
+                        fd, idx.fd = idx.fd, None
+                        self._fs.close(fd)
+                if seg.fd >= 0:
+                    fd, seg.fd = seg.fd, -1
+                    self._fs.close(fd)
+            self.offline = True
+
+    # -- cleaner hand-off ----------------------------------------------------------------
+    def lock(self) -> threading.RLock:
+        """The log's lock, for the cleaner's short swap step."""
+        return self._lock
+
+    def _replace_segments(self, old: list[Segment], new: Segment) -> None:
+        """Swap ``old`` (contiguous, non-active) for ``new`` (caller holds the lock)."""
+        first = self._segments.index(old[0])
+        self._segments[first:first + len(old)] = [new]
+        self._bases = [s.base_offset for s in self._segments]
+        self._generation += 1

@@ -1,0 +1,458 @@
+"""Idempotent/transactional producer state of one partition (Kafka's ProducerStateManager).
+
+Per producer id we keep the epoch, the metadata of its last 5 batches (enough to recognise any
+retry of an in-flight request, since clients allow at most 5 in flight), the coordinator epoch,
+the last timestamp and the first offset of its open transaction.
+
+Appends go in two steps so a failed disk write leaves the state untouched:
+:meth:`ProducerStateManager.prepare` validates the batches against the current state (raising
+:class:`ProducerStateError` with Kafka's error code, or reporting a duplicate) and returns a
+:class:`ProducerAppend`; after the bytes are written the log calls :meth:`commit`.
+
+Validation follows Kafka 3.x/4.x ``ProducerAppendInfo``: an older epoch is
+INVALID_PRODUCER_EPOCH; a new epoch must start at sequence 0 (OUT_OF_ORDER_SEQUENCE_NUMBER
+otherwise); within an epoch the first sequence must follow the last one, wrapping at int32 max;
+a producer with no state (new, expired, or its records deleted) may start at any sequence, so
+UNKNOWN_PRODUCER_ID is never raised here (Kafka stopped raising it from the log in 2.5,
+KIP-360). A non-transactional batch from a producer with an open transaction is
+INVALID_TXN_STATE. Replicated appends (followers, recovery) are not validated.
+
+Snapshots (``<20-digit offset>.snapshot``) use our own layout (Kafka's keeps only the last batch
+per producer, ours keeps all five), big-endian::
+
+    magic   4 bytes  b"MPSN"
+    version int16    1
+    crc     uint32   CRC-32C of everything after this field
+    count   int32    number of producers, then per producer:
+      producer_id int64, producer_epoch int16, coordinator_epoch int32,
+      current_txn_first_offset int64 (-1: none), last_timestamp int64, batch_count int8,
+      then per batch (oldest first): last_seq int32, last_offset int64, offset_delta int32,
+      timestamp int64
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records.batch import BatchHeader
+from moldau.protocol.records.codec import decode_batch
+
+from .errors import CorruptSnapshot, ProducerStateError
+from .fs import FileSystem
+from .names import SNAPSHOT_SUFFIX, filename_prefix
+
+MAX_BATCHES = 5
+INT32_MAX = 0x7FFFFFFF
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+
+ORIGIN_CLIENT = "client"
+ORIGIN_COORDINATOR = "coordinator"
+ORIGIN_REPLICATION = "replication"
+
+_MAGIC = b"MPSN"
+_VERSION = 1
+_FILE_HEAD = struct.Struct(">4shI")
+_PRODUCER = struct.Struct(">qhiqqb")
+_BATCH = struct.Struct(">iqiq")
+_COUNT = struct.Struct(">i")
+
+
+@dataclass(slots=True, frozen=True)
+class BatchMetadata:
+    """What a duplicate check needs of one appended batch."""
+
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_seq(self) -> int:
+        return (self.last_seq - self.offset_delta) & INT32_MAX
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: list[BatchMetadata] = field(default_factory=list)
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id, self.producer_epoch, list(self.batches), self.coordinator_epoch,
+            self.last_timestamp, self.current_txn_first_offset,
+        )
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.last_seq == last_seq and b.first_seq == first_seq:
+                return b
+        return None
+
+    def _maybe_bump_epoch(self, epoch: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+
+    def add_batch(self, epoch: int, last_seq: int, last_offset: int, offset_delta: int,
+                  timestamp: int) -> None:
+        self._maybe_bump_epoch(epoch)
+        if len(self.batches) >= MAX_BATCHES:
+            del self.batches[0]
+        self.batches.append(BatchMetadata(last_seq, last_offset, offset_delta, timestamp))
+        self.last_timestamp = timestamp
+
+
+@dataclass(slots=True, frozen=True)
+class CompletedTxn:
+    """A transaction ended by a COMMIT or ABORT marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass(slots=True, frozen=True)
+class EndTxnMarker:
+    """The decoded record of a control batch (key: version, type; value: version, epoch)."""
+
+    is_commit: bool
+    coordinator_epoch: int
+
+
+@dataclass(slots=True)
+class ProducerAppend:
+    """Validated, not yet applied, producer state changes of one log append."""
+
+    updated: dict[int, ProducerStateEntry] = field(default_factory=dict)
+    completed_txns: list[CompletedTxn] = field(default_factory=list)
+    duplicate: BatchMetadata | None = None
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+def _fail(code: ErrorCode, message: str) -> ProducerStateError:
+    return ProducerStateError(code, message)
+
+
+class ProducerStateManager:
+    """Producer ids -> state for one partition, with snapshots in the partition directory."""
+
+    def __init__(self, partition_dir: str, fs: FileSystem, expiration_ms: int,
+                 name: str = "") -> None:
+        self.dir = partition_dir
+        self._fs = fs
+        self.expiration_ms = expiration_ms
+        self.name = name or os.path.basename(partition_dir)
+        self.producers: dict[int, ProducerStateEntry] = {}
+        # producer id -> first offset of its open transaction
+        self.ongoing_txns: dict[int, int] = {}
+        self.map_end_offset = 0
+
+    # -- append path -------------------------------------------------------------------
+    def prepare(
+        self,
+        batches: list[tuple[BatchHeader, int, EndTxnMarker | None]],
+        origin: str = ORIGIN_CLIENT,
+    ) -> ProducerAppend:
+        """Validate ``(header, first_offset, marker)`` triples of batches about to be appended.
+
+        ``first_offset`` is the offset the batch will get (the header's own base offset may
+        still be the client's 0). Control batches carry their decoded ``marker``. Stops at the
+        first duplicate batch of a client append (the whole append is then answered from it).
+        """
+        result = ProducerAppend()
+        updated = result.updated
+        for header, first_offset, marker in batches:
+            pid = header.producer_id
+            if pid < 0:
+                continue
+            current = self.producers.get(pid)
+            if origin == ORIGIN_CLIENT and current is not None and not header.is_control:
+                dup = current.find_duplicate(
+                    header.producer_epoch, header.base_sequence, header.last_sequence
+                )
+                if dup is not None:
+                    result.duplicate = dup
+                    return result
+            entry = updated.get(pid)
+            if entry is None:
+                entry = current.copy() if current is not None else ProducerStateEntry(pid)
+                updated[pid] = entry
+            last_offset = first_offset + header.last_offset_delta
+            if header.is_control:
+                if marker is None:
+                    continue  # an empty control batch: its transaction was cleaned away
+                completed = self._end_txn(entry, header, marker, first_offset, origin)
+                result.completed_txns.append(completed)
+            else:
+                self._data_batch(entry, current, header, first_offset, last_offset, origin)
+        return result
+
+    def _check_epoch(self, entry: ProducerStateEntry, epoch: int, offset: int,
+                     origin: str) -> None:
+        if epoch < entry.producer_epoch and origin != ORIGIN_REPLICATION:
+            raise _fail(
+                ErrorCode.invalid_producer_epoch,
+                f"epoch {epoch} of producer {entry.producer_id} at offset {offset} in "
+                f"{self.name} is older than the last seen epoch {entry.producer_epoch}",
+            )
+
+    def _data_batch(self, entry: ProducerStateEntry, current: ProducerStateEntry | None,
+                    header: BatchHeader, first_offset: int, last_offset: int,
+                    origin: str) -> None:
+        epoch = header.producer_epoch
+        first_seq = header.base_sequence
+        self._check_epoch(entry, epoch, first_offset, origin)
+        if origin == ORIGIN_CLIENT:
+            current_epoch = current.producer_epoch if current is not None else NO_PRODUCER_EPOCH
+            if epoch != entry.producer_epoch:
+                if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                    raise _fail(
+                        ErrorCode.out_of_order_sequence_number,
+                        f"invalid sequence number {first_seq} for new epoch {epoch} of producer "
+                        f"{entry.producer_id} at offset {first_offset} in {self.name}: a new "
+                        f"epoch must start at sequence 0 (current epoch {entry.producer_epoch})",
+                    )
+            elif current_epoch != NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq,
+                                                                         first_seq):
+                raise _fail(
+                    ErrorCode.out_of_order_sequence_number,
+                    f"out of order sequence number for producer {entry.producer_id} at offset "
+                    f"{first_offset} in {self.name}: {first_seq} (incoming seq. number), "
+                    f"{entry.last_seq} (current end sequence number)",
+                )
+        entry.add_batch(epoch, header.last_sequence, last_offset, header.last_offset_delta,
+                        header.max_timestamp)
+        if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+            if origin != ORIGIN_REPLICATION:
+                raise _fail(
+                    ErrorCode.invalid_txn_state,
+                    f"expected a transactional write from producer {entry.producer_id} at "
+                    f"offset {first_offset} in {self.name}: it has an open transaction",
+                )
+        elif entry.current_txn_first_offset < 0 and header.is_transactional:
+            entry.current_txn_first_offset = first_offset
+
+    def _end_txn(self, entry: ProducerStateEntry, header: BatchHeader, marker: EndTxnMarker,
+                 offset: int, origin: str) -> CompletedTxn:
+        self._check_epoch(entry, header.producer_epoch, offset, origin)
+        if entry.coordinator_epoch > marker.coordinator_epoch and origin != ORIGIN_REPLICATION:
+            raise _fail(
+                ErrorCode.transaction_coordinator_fenced,
+                f"coordinator epoch {marker.coordinator_epoch} for producer "
+                f"{entry.producer_id} at offset {offset} in {self.name} is older than "
+                f"{entry.coordinator_epoch}",
+            )
+        first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else offset
+        entry._maybe_bump_epoch(header.producer_epoch)
+        entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = header.max_timestamp
+        return CompletedTxn(entry.producer_id, first, offset, not marker.is_commit)
+
+    def commit(self, append: ProducerAppend) -> None:
+        """Apply a prepared append after its bytes are in the log."""
+        for pid, entry in append.updated.items():
+            self.producers[pid] = entry
+            if entry.current_txn_first_offset >= 0:
+                self.ongoing_txns[pid] = entry.current_txn_first_offset
+            else:
+                self.ongoing_txns.pop(pid, None)
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self.map_end_offset = offset
+
+    def apply_replicated(self, header: BatchHeader, marker: EndTxnMarker | None) -> None:
+        """Rebuild path: apply one batch from the log without validation."""
+        if header.producer_id >= 0:
+            self.commit(self.prepare([(header, header.base_offset, marker)], ORIGIN_REPLICATION))
+        self.map_end_offset = header.next_offset
+
+    # -- queries -----------------------------------------------------------------------
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (bounds the last stable offset)."""
+        return min(self.ongoing_txns.values()) if self.ongoing_txns else None
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """LSO once ``completed`` ends: the next open transaction's start, else its end + 1
+        (Kafka stores this in the aborted transaction index)."""
+        others = [o for p, o in self.ongoing_txns.items() if p != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    # -- expiry and truncation -----------------------------------------------------------
+    def remove_expired(self, now_ms: int) -> int:
+        expired = [
+            pid for pid, e in self.producers.items()
+            if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= self.expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
+    def clear(self) -> None:
+        self.producers.clear()
+        self.ongoing_txns.clear()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.clear()
+        for snap in self.snapshot_offsets():
+            self._remove_snapshot(snap)
+        self.map_end_offset = offset
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        # Kafka keeps producer entries (they expire by time) but never lets the state end
+        # before the log starts.
+        if self.map_end_offset < log_start_offset:
+            self.map_end_offset = log_start_offset
+
+    # -- snapshots ---------------------------------------------------------------------
+    def snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.dir, filename_prefix(offset) + SNAPSHOT_SUFFIX)
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        for name in self._fs.listdir(self.dir):
+            if name.endswith(SNAPSHOT_SUFFIX):
+                head = name[: -len(SNAPSHOT_SUFFIX)]
+                if head.isdigit():
+                    out.append(int(head))
+        return sorted(out)
+
+    def take_snapshot(self, *, sync: bool = False) -> int:
+        """Write the state at ``map_end_offset``; returns that offset."""
+        offset = self.map_end_offset
+        self._fs.write_file_atomic(self.snapshot_path(offset), encode_snapshot(self.producers),
+                                   sync=sync)
+        return offset
+
+    def _remove_snapshot(self, offset: int) -> None:
+        try:
+            self._fs.remove(self.snapshot_path(offset))
+        except FileNotFoundError:
+            pass
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for snap in self.snapshot_offsets():
+            if snap < offset:
+                self._remove_snapshot(snap)
+
+    def delete_snapshots_after(self, offset: int) -> None:
+        for snap in self.snapshot_offsets():
+            if snap > offset:
+                self._remove_snapshot(snap)
+
+    def load_latest_snapshot(self, up_to: int) -> int | None:
+        """Replace the state with the newest valid snapshot at or below ``up_to``.
+
+        Newer snapshots (left behind by a truncation) and corrupt ones are deleted. Returns the
+        snapshot's offset, or None (state cleared) if there is none.
+        """
+        self.clear()
+        for snap in reversed(self.snapshot_offsets()):
+            if snap > up_to:
+                self._remove_snapshot(snap)
+                continue
+            try:
+                producers = decode_snapshot(self._fs.read_file(self.snapshot_path(snap)))
+            except (CorruptSnapshot, OSError):
+                self._remove_snapshot(snap)
+                continue
+            self.producers = producers
+            self.ongoing_txns = {
+                pid: e.current_txn_first_offset
+                for pid, e in producers.items() if e.current_txn_first_offset >= 0
+            }
+            self.map_end_offset = snap
+            return snap
+        return None
+
+
+def encode_snapshot(producers: dict[int, ProducerStateEntry]) -> bytes:
+    body = bytearray(_COUNT.pack(len(producers)))
+    for pid, e in sorted(producers.items()):
+        body += _PRODUCER.pack(pid, e.producer_epoch, e.coordinator_epoch,
+                               e.current_txn_first_offset, e.last_timestamp, len(e.batches))
+        for b in e.batches:
+            body += _BATCH.pack(b.last_seq, b.last_offset, b.offset_delta, b.timestamp)
+    return _FILE_HEAD.pack(_MAGIC, _VERSION, crc32c(body)) + bytes(body)
+
+
+def decode_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:
+    if len(data) < _FILE_HEAD.size + _COUNT.size:
+        raise CorruptSnapshot("producer snapshot is truncated")
+    magic, version, crc = _FILE_HEAD.unpack_from(data, 0)
+    if magic != _MAGIC or version != _VERSION:
+        raise CorruptSnapshot(f"not a producer snapshot (magic {magic!r}, version {version})")
+    body = memoryview(data)[_FILE_HEAD.size:]
+    if crc32c(body) != crc:
+        raise CorruptSnapshot("producer snapshot CRC mismatch")
+    try:
+        (count,) = _COUNT.unpack_from(body, 0)
+        pos = _COUNT.size
+        out: dict[int, ProducerStateEntry] = {}
+        for _ in range(count):
+            pid, epoch, coord, txn, last_ts, n = _PRODUCER.unpack_from(body, pos)
+            pos += _PRODUCER.size
+            batches = []
+            for _b in range(n):
+                batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
+                pos += _BATCH.size
+            out[pid] = ProducerStateEntry(pid, epoch, batches, coord, last_ts, txn)
+    except struct.error:
+        raise CorruptSnapshot("producer snapshot is truncated") from None
+    if pos != len(body):
+        raise CorruptSnapshot("producer snapshot has trailing bytes")
+    return out
+
+
+def parse_end_txn_marker(
+    batch: bytes | bytearray | memoryview, pos: int = 0
+) -> EndTxnMarker | None:
+    """Decode the single control record of a control batch at ``pos`` (None if empty/unknown).
+
+    Only transaction markers (type 0 ABORT, 1 COMMIT) end transactions; other control types
+    (e.g. KRaft's LeaderChange) return None.
+    """
+    decoded = decode_batch(batch, pos)
+    if not decoded.records:
+        return None
+    record = decoded.records[0]
+    if record.key is None or len(record.key) < 4:
+        return None
+    _version, ctype = struct.unpack_from(">hh", record.key, 0)
+    if ctype not in (0, 1):
+        return None
+    coordinator_epoch = -1
+    if record.value is not None and len(record.value) >= 6:
+        coordinator_epoch = struct.unpack_from(">i", record.value, 2)[0]
+    return EndTxnMarker(is_commit=ctype == 1, coordinator_epoch=coordinator_epoch)

@@ -1,0 +1,448 @@
+"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex`` (Kafka's LogSegment).
+
+The ``.log`` file holds record batches exactly as they travel on the wire. Positions of batches
+are found through the sparse offset index plus a short walk of batch headers (bounded by
+``index.interval.bytes``), so reading at the tail never scans the file.
+
+Not thread-safe by itself: the owning :class:`moldau.storage.log.Log` serialises access.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from moldau.protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
+
+from .config import LogConfig
+from .fs import READ_ONLY, RW_CREATE, FileSystem
+from .index import OffsetIndex, TimeIndex
+from .names import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file,
+)
+from .scan import MIN_BATCH_LENGTH, BatchScanner
+
+_WALK_CHUNK = 16 << 10
+
+# A located batch: (file position, header, buffer holding it, buffer's file position).
+Located = tuple[int, BatchHeader, bytes, int]
+# Per appended batch: (size, last offset, max timestamp).
+BatchInfo = tuple[int, int, int]
+
+
+class Segment:
+    """A ``.log`` file with its indexes and the in-memory facts the log needs about it."""
+
+    __slots__ = (
+        "_fs", "base_offset", "bytes_since_index", "created_ms", "dir", "fd", "index",
+        "index_interval", "log_path", "max_timestamp", "next_offset", "offset_of_max_timestamp",
+        "roll_jitter_ms", "rolling_ts", "size", "suffix", "time_index",
+    )
+
+    def __init__(self, directory: str, base_offset: int, fs: FileSystem, config: LogConfig,
+                 now_ms: int, *, suffix: str = "", jitter_ms: int = 0) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self._fs = fs
+        self.suffix = suffix
+        self.log_path = segment_file(directory, base_offset, LOG_SUFFIX, suffix)
+        self.fd = fs.open(self.log_path, RW_CREATE)
+        self.size = fs.fsize(self.fd)
+        self.index = OffsetIndex(segment_file(directory, base_offset, INDEX_SUFFIX, suffix),
+                                 base_offset, config.max_index_entries, fs)
+        self.time_index = TimeIndex(segment_file(directory, base_offset, TIME_INDEX_SUFFIX,
+                                                 suffix),
+                                    base_offset, config.max_time_index_entries, fs)
+        self.index_interval = config.index_interval_bytes
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.rolling_ts: int | None = None
+        self.created_ms = now_ms
+        self.bytes_since_index = 0
+        self.roll_jitter_ms = jitter_ms
+
+    def __repr__(self) -> str:
+        return (f"Segment(base={self.base_offset}, size={self.size}, next={self.next_offset}, "
+                f"max_ts={self.max_timestamp})")
+
+    # -- lifecycle ---------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self.index.fd is not None
+
+    def open_for_append(self) -> None:
+        """Make this the active segment: index files open for appending."""
+        self.index.open_for_append()
+        self.time_index.open_for_append()
+
+    def on_become_inactive(self) -> None:
+        """Record the final max timestamp in the time index (as Kafka does) and close indexes."""
+        if not self.active:
+            self.time_index.open_for_append()
+        self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.index.close()
+        self.time_index.close()
+
+    def update_config(self, config: LogConfig) -> None:
+        self.index_interval = config.index_interval_bytes
+        self.index.max_entries = config.max_index_entries
+        self.time_index.max_entries = config.max_time_index_entries
+
+    def close(self) -> None:
+        if self.active:
+            self.on_become_inactive()
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            self._fs.close(fd)
+
+    def file_paths(self) -> list[str]:
+        names = [self.log_path, self.index.path, self.time_index.path,
+                 segment_file(self.dir, self.base_offset, TXN_INDEX_SUFFIX, self.suffix)]
+        return [p for p in names if self._fs.exists(p)]
+
+    def rename_suffix(self, new_suffix: str) -> None:
+        """Rename all files from the current suffix to ``new_suffix`` (fds stay valid)."""
+        for path in self.file_paths():
+            base = path[: len(path) - len(self.suffix)] if self.suffix else path
+            self._fs.rename(path, base + new_suffix)
+        self.suffix = new_suffix
+        self.log_path = segment_file(self.dir, self.base_offset, LOG_SUFFIX, new_suffix)
+        self.index.path = segment_file(self.dir, self.base_offset, INDEX_SUFFIX, new_suffix)
+        self.time_index.path = segment_file(self.dir, self.base_offset, TIME_INDEX_SUFFIX,
+                                            new_suffix)
+
+    def mark_deleted(self) -> list[str]:
+        """Close and rename the files to ``.deleted``; returns the new paths to remove later."""
+        self.index.close()
+        self.time_index.close()
+        self.close()
+        self.rename_suffix(self.suffix + DELETED_SUFFIX)
+        return self.file_paths()
+
+    def flush_handles(self) -> tuple[list[int], list[str]]:
+        """Duplicated fds (caller closes them) and paths to fsync, taken under the log lock
+        so a flush in another thread never touches an fd the log may close meanwhile."""
+        fds = [self._fs.dup(self.fd)]
+        paths: list[str] = []
+        for idx in (self.index, self.time_index):
+            if idx.fd is not None:
+                fds.append(self._fs.dup(idx.fd))
+            else:
+                paths.append(idx.path)
+        return fds, paths
+
+    # -- appending ---------------------------------------------------------------------
+    def append(self, data: bytes | bytearray | memoryview, batches: list[BatchInfo]) -> None:
+        """Write ``data`` (whole batches) at the end and index them. Raises ``OSError``."""
+        start = self.size
+        self._fs.write_all(self.fd, data, start)
+        if start == 0:
+            self.rolling_ts = max(b[2] for b in batches)
+        pos = start
+        interval = self.index_interval
+        for size, last_offset, max_ts in batches:
+            if max_ts > self.max_timestamp:
+                self.max_timestamp = max_ts
+                self.offset_of_max_timestamp = last_offset
+            if self.bytes_since_index > interval:
+                self.index.append(last_offset, pos)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_index = 0
+            pos += size
+            self.bytes_since_index += size
+        self.size = pos
+        self.next_offset = batches[-1][1] + 1
+
+    def rollback(self, size: int, next_offset: int, index_entries: tuple[int, int],
+                 max_ts: tuple[int, int]) -> None:
+        """Undo a failed append (file, indexes, counters); raises ``OSError`` if it cannot."""
+        self._fs.ftruncate(self.fd, size)
+        self.index.truncate_entries(index_entries[0])
+        self.time_index.truncate_entries(index_entries[1])
+        self.size = size
+        self.next_offset = next_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts
+
+    def first_batch_timestamp(self) -> int:
+        """Max timestamp of the first batch (Kafka's rollingBasedTimestamp), -1 if none."""
+        if self.rolling_ts is None:
+            if self.size < HEADER_SIZE:
+                return -1
+            self.rolling_ts = read_header(self._fs.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
+        return self.rolling_ts
+
+    def time_waited_for_roll(self, now_ms: int, message_ts: int) -> int:
+        first = self.first_batch_timestamp()
+        if first >= 0:
+            return message_ts - first
+        return now_ms - self.created_ms
+
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime if no batch has one (Kafka)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return self._fs.mtime_ms(self.log_path)
+        except OSError:
+            return -1
+
+    # -- locating batches ----------------------------------------------------------------
+    def translate(self, offset: int, start_pos: int = 0) -> Located | None:
+        """The first batch whose last offset is >= ``offset``, or None past the end."""
+        pos = max(self.index.lookup(offset), start_pos)
+        end = self.size
+        buf = b""
+        buf_start = pos
+        fs = self._fs
+        while pos + HEADER_SIZE <= end:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf = fs.pread(self.fd, min(_WALK_CHUNK, end - pos), pos)
+                buf_start = pos
+                rel = 0
+                if len(buf) < HEADER_SIZE:
+                    return None
+            header = read_header(buf, rel)
+            if header.batch_length < MIN_BATCH_LENGTH:
+                return None  # unreadable; recovery is what repairs segments
+            if header.base_offset + header.last_offset_delta >= offset:
+                return pos, header, buf, buf_start
+            pos += header.batch_length + LOG_OVERHEAD
+        return None
+
+    def read(self, offset: int, max_bytes: int, max_position: int,
+             min_one_batch: bool) -> tuple[bytes | memoryview, BatchHeader] | None:
+        """Whole batches from the one holding ``offset``, ending before ``max_position``.
+
+        Returns None if no batch here ends at or after ``offset``; empty data if the first
+        batch lies at/after ``max_position`` or does not fit ``max_bytes`` (and not
+        ``min_one_batch``).
+        """
+        found = self.translate(offset)
+        if found is None:
+            return None
+        pos, header, buf, buf_start = found
+        limit = min(max_position, self.size)
+        first_size = header.batch_length + LOG_OVERHEAD
+        if pos >= limit:
+            return b"", header
+        want = max(max_bytes, first_size) if min_one_batch else max_bytes
+        n = min(limit - pos, want)
+        if n < first_size:
+            return b"", header
+        rel = pos - buf_start
+        if rel + n <= len(buf):
+            data: bytes | memoryview = memoryview(buf)[rel:rel + n]
+        else:
+            data = self._fs.pread(self.fd, n, pos)
+        if pos + n < limit:
+            data = self._trim_to_batches(data, pos)
+        return data, header
+
+    def _trim_to_batches(self, data: bytes | memoryview, pos: int) -> memoryview:
+        """Cut ``data`` (read from ``pos``) after its last complete batch, walking headers
+        from the nearest indexed batch boundary rather than from the start."""
+        n = len(data)
+        rel = max(self.index.floor_position(pos + n) - pos, 0)
+        view = memoryview(data)
+        while rel + LOG_OVERHEAD <= n:
+            size = int.from_bytes(view[rel + 8:rel + 12], "big") + LOG_OVERHEAD
+            if rel + size > n:
+                break
+            rel += size
+        return view[:rel]
+
+    def batches_from(self, pos: int = 0) -> BatchScanner:
+        """Unverified header walk from ``pos`` to the end (offsets and timestamps lookups)."""
+        return BatchScanner(self._fs, self.fd, pos, self.size, verify=False,
+                            segment_base=self.base_offset, min_offset=0)
+
+    def read_at(self, pos: int, size: int) -> bytes:
+        return self._fs.pread(self.fd, size, pos)
+
+    # -- truncation and recovery ---------------------------------------------------------
+    def truncate_to(self, offset: int, now_ms: int) -> int:
+        """Remove batches whose last offset is >= ``offset``; returns bytes removed."""
+        found = self.translate(offset)
+        self.index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.bytes_since_index = 0
+        if found is None:
+            return 0
+        pos, header = found[0], found[1]
+        removed = self.size - pos
+        self._fs.ftruncate(self.fd, pos)
+        self.size = pos
+        self.next_offset = header.base_offset if pos > 0 else self.base_offset
+        if pos == 0:
+            self.created_ms = now_ms
+            self.rolling_ts = None
+        self._reload_max_timestamp()
+        return removed
+
+    def _reload_max_timestamp(self) -> None:
+        ts, off = self.time_index.last_entry()
+        for _pos, h in self.batches_from(self.index.lookup(off)):
+            if h.max_timestamp > ts:
+                ts, off = h.max_timestamp, h.base_offset + h.last_offset_delta
+        self.max_timestamp, self.offset_of_max_timestamp = ts, off
+
+    def load_indexes(self) -> bool:
+        """Load and sanity-check index files of an existing segment (no batch scan beyond the
+        last indexed batch). False if an index is missing or bad: recover the segment then."""
+        from .errors import CorruptIndex
+
+        try:
+            self.index.load(self.size)
+            self.time_index.load()
+        except (CorruptIndex, FileNotFoundError):
+            return False
+        if self.size == 0 and (self.index.rel or self.time_index.rel):
+            return False
+        walker = self.batches_from(self.index.last_position)
+        last: BatchHeader | None = None
+        for _pos, h in walker:
+            last = h
+        if walker.valid_end != self.size:
+            return False  # the tail does not parse: not the clean segment it claims to be
+        if last is not None:
+            self.next_offset = last.base_offset + last.last_offset_delta + 1
+        elif self.size:
+            return False
+        ts, off = self.time_index.last_entry()
+        if self.index.rel and self.next_offset <= self.base_offset + self.index.rel[-1]:
+            return False
+        if self.time_index.rel and off >= self.next_offset:
+            return False
+        self.max_timestamp, self.offset_of_max_timestamp = ts, off
+        self.bytes_since_index = 0
+        return True
+
+    def recover(self, on_batch: Callable[[int, BatchHeader, BatchScanner], None] | None = None
+                ) -> tuple[int, BatchScanner]:
+        """Rebuild indexes from a CRC-verified scan, truncating at the first bad batch.
+
+        Returns (bytes truncated, the scanner with its statistics).
+        """
+        was_active = self.active
+        self.index.close()
+        self.time_index.close()
+        self.index.rel = type(self.index.rel)("i")
+        self.index.positions = type(self.index.positions)("i")
+        self.time_index.timestamps = type(self.time_index.timestamps)("q")
+        self.time_index.rel = type(self.time_index.rel)("i")
+        scanner = BatchScanner(self._fs, self.fd, 0, self.size, verify=True,
+                               segment_base=self.base_offset)
+        max_ts, off_max = -1, self.base_offset
+        last_entry_pos = 0
+        first_ts: int | None = None
+        interval = self.index_interval
+        for pos, h in scanner:
+            last_offset = h.base_offset + h.last_offset_delta
+            if first_ts is None:
+                first_ts = h.max_timestamp
+            if h.max_timestamp > max_ts:
+                max_ts, off_max = h.max_timestamp, last_offset
+            if pos - last_entry_pos > interval:
+                self.index.append(last_offset, pos)
+                self.time_index.maybe_append(max_ts, off_max)
+                last_entry_pos = pos
+            if on_batch is not None:
+                on_batch(pos, h, scanner)
+        truncated = self.size - scanner.valid_end
+        if truncated:
+            self._fs.ftruncate(self.fd, scanner.valid_end)
+            self.size = scanner.valid_end
+        self.time_index.maybe_append(max_ts, off_max)
+        self._fs.write_file_atomic(self.index.path, self.index.write_all_entries(), sync=False)
+        self._fs.write_file_atomic(self.time_index.path, self.time_index.write_all_entries(),
+                                   sync=False)
+        self.next_offset = scanner.next_offset if scanner.next_offset is not None \
+            else self.base_offset
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, off_max
+        self.rolling_ts = first_ts
+        self.bytes_since_index = self.size - last_entry_pos if self.size else 0
+        if was_active:
+            self.open_for_append()
+        return truncated, scanner
+
+    # -- timestamps ----------------------------------------------------------------------
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int
+                                 ) -> tuple[int, int, int] | None:
+        """(timestamp, offset, leader epoch) of the first record with timestamp >=
+        ``timestamp`` and offset >= ``start_offset`` (Kafka's findOffsetByTimestamp)."""
+        from moldau.protocol.records.codec import decode_batch
+
+        _ts, idx_offset = self.time_index.lookup(timestamp)
+        walker = self.batches_from(self.index.lookup(max(idx_offset, start_offset)))
+        for pos, h in walker:
+            if h.max_timestamp < timestamp or h.base_offset + h.last_offset_delta < start_offset:
+                continue
+            for record in decode_batch(walker.read_batch(pos, h)).records:
+                if record.timestamp >= timestamp and record.offset >= start_offset:
+                    return record.timestamp, record.offset, h.partition_leader_epoch
+        return None
+
+    def max_timestamp_record(self) -> tuple[int, int, int] | None:
+        """(timestamp, offset, leader epoch) of the first record holding the max timestamp."""
+        from moldau.protocol.records.codec import decode_batch
+
+        if self.max_timestamp < 0:
+            return None
+        walker = self.batches_from(self.index.lookup(self.offset_of_max_timestamp))
+        for pos, h in walker:
+            if h.max_timestamp != self.max_timestamp:
+                continue
+            if h.is_log_append_time:
+                return h.max_timestamp, h.base_offset, h.partition_leader_epoch
+            for record in decode_batch(walker.read_batch(pos, h)).records:
+                if record.timestamp == h.max_timestamp:
+                    return record.timestamp, record.offset, h.partition_leader_epoch
+        return None
+
+    # -- durability ------------------------------------------------------------------------
+    def flush(self) -> None:
+        fds, paths = self.flush_handles()
+        fsync_handles(self._fs, fds, paths)
+
+
+def fsync_handles(fs: FileSystem, fds: list[int], paths: list[str]) -> None:
+    """fsync and close duplicated fds, and fsync files by path (missing files are skipped)."""
+    try:
+        for fd in fds:
+            fs.fsync(fd)
+    finally:
+        for fd in fds:
+            fs.close(fd)
+    for path in paths:
+        try:
+            fd = fs.open(path, READ_ONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+
+
+def remove_files(fs: FileSystem, paths: list[str]) -> None:
+    for path in paths:
+        try:
+            fs.remove(path)
+        except FileNotFoundError:
+            pass
+
+
+def segment_base_offsets(fs: FileSystem, directory: str) -> list[int]:
+    """Base offsets of the ``.log`` files in a partition directory."""
+    out = []
+    for name in fs.listdir(directory):
+        if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
+            out.append(int(name[: -len(LOG_SUFFIX)]))
+    return sorted(out)
+
