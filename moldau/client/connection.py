@@ -309,6 +309,10 @@ class BrokerConnection:
             and _INT16.unpack_from(frame, 4)[0] == ErrorCode.unsupported_version
         ):
             version = 0  # KIP-511: the answer to an unsupported version is in v0 format
+        if isinstance(frame, bytearray):
+            # Large frames arrive in their own bytearray; kio's native reader wants a
+            # read-only buffer, and a read-only view avoids copying the frame.
+            frame = memoryview(frame).toreadonly()  # type: ignore[assignment]
         try:
             _cid, value = decode_response(pending.api_key, version, frame)
         except Exception as exc:
