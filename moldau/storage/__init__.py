@@ -18,6 +18,14 @@ from .errors import (
 from .fs import DEFAULT_FS, FileSystem
 from .loader import LoadStats, load_log
 from .log import AppendInfo, Log, ReadResult, TimestampAndOffset
+from .manager import LogManager
+from .meta import (
+    MetaProperties,
+    MetaPropertiesError,
+    ensure_meta_properties,
+    read_meta_properties,
+    write_meta_properties,
+)
 
 __all__ = [
     "DEFAULT_FS",
@@ -28,6 +36,9 @@ __all__ = [
     "LoadStats",
     "Log",
     "LogConfig",
+    "LogManager",
+    "MetaProperties",
+    "MetaPropertiesError",
     "OffsetOutOfRange",
     "ProducerStateError",
     "ReadResult",
@@ -35,5 +46,8 @@ __all__ = [
     "RecordTooLarge",
     "TimestampAndOffset",
     "UnexpectedAppendOffset",
+    "ensure_meta_properties",
     "load_log",
+    "read_meta_properties",
+    "write_meta_properties",
 ]

@@ -1,0 +1,313 @@
+"""All partition logs of all ``log.dirs`` (Kafka's LogManager).
+
+Every method is a plain blocking call. The broker decides what runs off the event loop:
+:meth:`LogManager.startup` (recovery), :meth:`run_retention`, :meth:`flush_due`,
+:meth:`checkpoint_all` and :meth:`shutdown` are safe to run in a worker thread while the event
+loop appends to and reads from logs (each :class:`Log` has its own lock; the manager's lock
+only guards its map of logs).
+
+Per log dir: partition dirs ``<topic>-<partition>``, the checkpoint files
+``recovery-point-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``replication-offset-checkpoint`` (high watermarks), and ``.kafka_cleanshutdown`` between a
+clean shutdown and the next start. Deleted logs are renamed to
+``<topic>-<partition>.<uuid hex>-delete`` and removed after ``file.delete.delay.ms``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from .checkpoints import (
+    MalformedCheckpoint,
+    read_offset_checkpoint,
+    write_clean_shutdown_marker,
+    write_offset_checkpoint,
+    write_partition_metadata,
+)
+from .config import LogConfig
+from .errors import KafkaStorageError
+from .fs import DEFAULT_FS, FileSystem
+from .loader import LoadStats, load_log
+from .log import Log, wall_clock_ms
+from .names import (
+    CLEAN_SHUTDOWN_MARKER,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    delete_dir_name,
+    is_delete_dir,
+    parse_partition_dir,
+    partition_dir_name,
+)
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+ConfigSource = Callable[[str], "LogConfig | Mapping[str, object] | None"]
+
+
+class LogManager:
+    """Opens, creates, deletes, checkpoints, retains and flushes partition logs."""
+
+    def __init__(self, log_dirs: Sequence[str],
+                 default_config: LogConfig | Mapping[str, object] | None = None, *,
+                 topic_config: ConfigSource | None = None, fs: FileSystem = DEFAULT_FS,
+                 time_ms: Callable[[], int] = wall_clock_ms,
+                 rng: random.Random | None = None) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is required (log.dirs)")
+        self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        if isinstance(default_config, LogConfig):
+            self.default_config = default_config
+        else:
+            self.default_config = LogConfig.from_dict(default_config or {})
+        self._topic_config = topic_config
+        self._fs = fs
+        self._time_ms = time_ms
+        self._rng = rng or random.Random()
+        self._lock = threading.Lock()
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, str] = {}
+        self._pending_dir_deletes: list[tuple[int, str]] = []
+        self.had_clean_shutdown: dict[str, bool] = {}
+
+    # -- config ------------------------------------------------------------------------
+    def config_for(self, topic: str) -> LogConfig:
+        if self._topic_config is None:
+            return self.default_config
+        got = self._topic_config(topic)
+        if got is None:
+            return self.default_config
+        if isinstance(got, LogConfig):
+            return got
+        return self.default_config.updated(got)
+
+    def update_topic_config(self, topic: str,
+                            config: LogConfig | Mapping[str, object] | None = None) -> None:
+        """Re-apply a topic's config to its open logs (after AlterConfigs)."""
+        cfg = self.config_for(topic) if config is None else config
+        for lg in self.all_logs():
+            if lg.topic == topic:
+                lg.update_config(cfg)
+
+    # -- startup -----------------------------------------------------------------------
+    def startup(self, workers: int = 1) -> LoadStats:
+        """Load every partition log of every log dir (recovering after a crash).
+
+        With ``workers`` > 1 logs are loaded by a thread pool (one log per task). The clean
+        shutdown marker of a dir is removed only after all its logs are loaded.
+        """
+        total = LoadStats()
+        jobs = []
+        for log_dir in self.log_dirs:
+            self._fs.makedirs(log_dir)
+            clean = self._fs.exists(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER))
+            self.had_clean_shutdown[log_dir] = clean
+            recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
+            starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
+            hws = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+            for name in sorted(self._fs.listdir(log_dir)):
+                path = os.path.join(log_dir, name)
+                if not self._fs.isdir(path):
+                    continue
+                if is_delete_dir(name):
+                    self._pending_dir_deletes.append((self._time_ms(), path))
+                    continue
+                tp = parse_partition_dir(name)
+                if tp is None:
+                    continue
+                jobs.append((log_dir, path, tp, clean, recovery.get(tp, 0), starts.get(tp, 0),
+                             hws.get(tp, 0)))
+
+        def load(job: tuple) -> tuple[TopicPartition, str, Log, LoadStats]:
+            log_dir, path, tp, clean, rp, start, hw = job
+            stats = LoadStats()
+            lg = load_log(path, self.config_for(tp[0]), topic=tp[0], partition=tp[1],
+                          fs=self._fs, time_ms=self._time_ms, clean_shutdown=clean,
+                          recovery_point=rp, log_start_offset=start, high_watermark=hw,
+                          rng=self._rng, stats=stats)
+            return tp, log_dir, lg, stats
+
+        if workers > 1 and len(jobs) > 1:
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="log-load") as ex:
+                results = list(ex.map(load, jobs))
+        else:
+            results = [load(job) for job in jobs]
+        for tp, log_dir, lg, stats in results:
+            if tp in self._logs:
+                raise KafkaStorageError(
+                    f"partition {tp[0]}-{tp[1]} exists in both {self._dir_of[tp]} and {log_dir}; "
+                    "remove the stale copy"
+                )
+            self._logs[tp] = lg
+            self._dir_of[tp] = log_dir
+            total.add(stats)
+        for log_dir in self.log_dirs:
+            marker = os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)
+            if self._fs.exists(marker):
+                self._fs.remove(marker)
+        return total
+
+    def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+        try:
+            return read_offset_checkpoint(self._fs, os.path.join(log_dir, name))
+        except (MalformedCheckpoint, OSError) as exc:
+            # Kafka resets to "recover everything" rather than refusing to start.
+            log.warning("ignoring unreadable checkpoint %s: %s", name, exc)
+            return {}
+
+    # -- logs --------------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def log_dir_of(self, topic: str, partition: int) -> str | None:
+        return self._dir_of.get((topic, partition))
+
+    def _pick_dir(self) -> str:
+        counts = dict.fromkeys(self.log_dirs, 0)
+        for d in self._dir_of.values():
+            counts[d] = counts.get(d, 0) + 1
+        return min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+
+    def get_or_create_log(self, topic: str, partition: int,
+                          config: LogConfig | Mapping[str, object] | None = None,
+                          topic_id: str | None = None) -> Log:
+        """The log of a partition, created empty in the emptiest log dir if it is new."""
+        tp = (topic, partition)
+        with self._lock:
+            existing = self._logs.get(tp)
+            if existing is not None:
+                return existing
+            if config is None:
+                cfg = self.config_for(topic)
+            elif isinstance(config, LogConfig):
+                cfg = config
+            else:
+                cfg = self.config_for(topic).updated(config)
+            log_dir = self._pick_dir()
+            path = os.path.join(log_dir, partition_dir_name(topic, partition))
+            lg = load_log(path, cfg, topic=topic, partition=partition, fs=self._fs,
+                          time_ms=self._time_ms, rng=self._rng)
+            if topic_id is not None:
+                write_partition_metadata(self._fs, path, topic_id)
+            self._fs.fsync_dir(log_dir)
+            self._logs[tp] = lg
+            self._dir_of[tp] = log_dir
+            return lg
+
+    def delete_log(self, topic: str, partition: int) -> bool:
+        """Close the log, rename its dir to ``...-delete`` and remove it after
+        ``file.delete.delay.ms``. False if there is no such log."""
+        tp = (topic, partition)
+        with self._lock:
+            lg = self._logs.pop(tp, None)
+            log_dir = self._dir_of.pop(tp, None)
+        if lg is None or log_dir is None:
+            return False
+        lg.close_handles()
+        target = os.path.join(log_dir, delete_dir_name(topic, partition))
+        self._fs.rename(lg.dir, target)
+        self._fs.fsync_dir(log_dir)
+        due = self._time_ms() + lg.config.file_delete_delay_ms
+        with self._lock:
+            self._pending_dir_deletes.append((due, target))
+        return True
+
+    # -- periodic work -------------------------------------------------------------------
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """Retention for every log, then removal of files whose delete delay passed.
+        Returns the number of segments deleted."""
+        now = self._time_ms() if now_ms is None else now_ms
+        deleted = 0
+        for lg in self.all_logs():
+            try:
+                deleted += lg.delete_old_segments(now)
+            except KafkaStorageError:
+                log.exception("retention failed for %s", lg)
+        self.remove_deleted(now)
+        return deleted
+
+    def remove_expired_producers(self, now_ms: int | None = None) -> int:
+        now = self._time_ms() if now_ms is None else now_ms
+        return sum(lg.remove_expired_producers(now) for lg in self.all_logs())
+
+    def remove_deleted(self, now_ms: int | None = None, *, force: bool = False) -> None:
+        """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
+        now = self._time_ms() if now_ms is None else now_ms
+        for lg in self.all_logs():
+            lg.remove_deleted_files(now, force=force)
+        with self._lock:
+            due = [p for t, p in self._pending_dir_deletes if force or t <= now]
+            self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes
+                                         if not (force or t <= now)]
+        for path in due:
+            self._fs.rmtree(path)
+
+    def flush_due(self, now_ms: int | None = None) -> int:
+        """Flush logs whose ``flush.ms`` passed or that rolled a segment; returns how many."""
+        now = self._time_ms() if now_ms is None else now_ms
+        flushed = 0
+        for lg in self.all_logs():
+            try:
+                flushed += lg.flush_due(now)
+            except KafkaStorageError:
+                log.exception("flush failed for %s", lg)
+        return flushed
+
+    def checkpoint_all(self) -> None:
+        """Write the recovery point, log start and high watermark checkpoints of every dir."""
+        by_dir: dict[str, list[tuple[TopicPartition, Log]]] = {d: [] for d in self.log_dirs}
+        with self._lock:
+            for tp, lg in self._logs.items():
+                by_dir[self._dir_of[tp]].append((tp, lg))
+        for log_dir, items in by_dir.items():
+            self._write_checkpoints(log_dir, items)
+
+    def _write_checkpoints(self, log_dir: str, items: list[tuple[TopicPartition, Log]]) -> None:
+        write_offset_checkpoint(self._fs, os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT),
+                                {tp: lg.recovery_point for tp, lg in items})
+        write_offset_checkpoint(self._fs, os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT),
+                                {tp: lg.log_start_offset for tp, lg in items})
+        write_offset_checkpoint(self._fs, os.path.join(log_dir, REPLICATION_OFFSET_CHECKPOINT),
+                                {tp: lg.high_watermark for tp, lg in items})
+
+    def shutdown(self, broker_epoch: int = -1) -> None:
+        """Flush every log, snapshot producer state, write checkpoints and, in each dir whose
+        logs all closed cleanly, the ``.kafka_cleanshutdown`` marker."""
+        with self._lock:
+            items = list(self._logs.items())
+        failed_dirs: set[str] = set()
+        for tp, lg in items:
+            try:
+                if lg.offline:
+                    raise KafkaStorageError(f"{lg} is offline")
+                lg.flush()
+            except KafkaStorageError:
+                failed_dirs.add(self._dir_of[tp])
+                log.exception("flush at shutdown failed for %s", lg)
+        by_dir: dict[str, list[tuple[TopicPartition, Log]]] = {d: [] for d in self.log_dirs}
+        for tp, lg in items:
+            by_dir[self._dir_of[tp]].append((tp, lg))
+        for tp, lg in items:
+            try:
+                lg.close()
+            except (OSError, KafkaStorageError):
+                failed_dirs.add(self._dir_of[tp])
+                log.exception("close failed for %s", lg)
+        for log_dir, dir_items in by_dir.items():
+            self._write_checkpoints(log_dir, dir_items)
+            if log_dir not in failed_dirs:
+                write_clean_shutdown_marker(self._fs, log_dir, broker_epoch)
+        self.remove_deleted(force=False)
+        with self._lock:
+            self._logs.clear()
+            self._dir_of.clear()
