@@ -1,0 +1,57 @@
+"""Moldau's asyncio Kafka client: admin, producer, consumer, plus a synchronous facade.
+
+Imports only :mod:`moldau.protocol`. Configuration uses the Java client's key names; see
+:mod:`moldau.client.config` for every key, its default and meaning.
+"""
+
+from .address_map import AddressMap
+from .admin import AdminClient
+from .admin_types import (
+    AdminError,
+    AlterConfigOp,
+    AlterOp,
+    ConfigEntry,
+    ConfigResource,
+    ListOffsetsResult,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+from .cluster import Cluster
+from .connection import BrokerConnection
+from .consumer import Consumer, GroupMembership
+from .decode import BatchColumns
+from .errors import (
+    BrokerError,
+    ClientError,
+    ConfigError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NoBrokersAvailable,
+    OffsetOutOfRangeError,
+    RecordCorruptError,
+    UnsupportedVersionError,
+)
+from .partitioner import murmur2, partition_for_key
+from .producer import Producer
+from .sync import SyncAdminClient, SyncConsumer, SyncProducer
+from .types import (
+    BrokerInfo,
+    ClusterInfo,
+    ConsumerRecord,
+    PartitionInfo,
+    RecordMetadata,
+    TopicInfo,
+    TopicPartition,
+)
+
+__all__ = [
+    "AddressMap", "AdminClient", "AdminError", "AlterConfigOp", "AlterOp", "BatchColumns",
+    "BrokerConnection", "BrokerError", "BrokerInfo", "ClientError", "Cluster", "ClusterInfo",
+    "ConfigEntry", "ConfigError", "ConfigResource", "Consumer", "ConsumerRecord",
+    "GroupMembership", "KafkaConnectionError", "KafkaTimeoutError", "ListOffsetsResult",
+    "NewTopic", "NoBrokersAvailable", "OffsetOutOfRangeError", "OffsetSpec", "PartitionInfo",
+    "Producer", "RecordCorruptError", "RecordMetadata", "ResourceType", "SyncAdminClient",
+    "SyncConsumer", "SyncProducer", "TopicInfo", "TopicPartition", "UnsupportedVersionError",
+    "murmur2", "partition_for_key",
+]

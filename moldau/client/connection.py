@@ -71,8 +71,8 @@ class _Protocol(asyncio.BufferedProtocol):
         self.writable.set()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports implement the interface without subclassing asyncio.Transport.
+        self.transport = transport  # type: ignore[assignment]
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer()
