@@ -168,11 +168,14 @@ def test_create_bad_values(wire: Wire) -> None:
          "assignments": [{"partition_index": 0, "broker_ids": [1]}]},
         {"name": name("gap"), "assignments": [{"partition_index": 1, "broker_ids": [1]}]},
         {"name": name("huge"), "num_partitions": 2_000_000_000, "replication_factor": 1},
+        {"name": name("twice"), "assignments": [{"partition_index": 0, "broker_ids": [1]},
+                                                 {"partition_index": 0, "broker_ids": [1]}]},
     )
-    assert [r["error_code"] for r in results] == [
+    assert sorted(r["error_code"] for r in results) == sorted([
         ErrorCode.invalid_partitions, ErrorCode.invalid_replication_factor,
         ErrorCode.invalid_config, ErrorCode.invalid_request,
-        ErrorCode.invalid_replica_assignment, ErrorCode.policy_violation]
+        ErrorCode.invalid_replica_assignment, ErrorCode.policy_violation,
+        ErrorCode.invalid_replica_assignment])
     assert all(r["error_message"] for r in results)
 
 

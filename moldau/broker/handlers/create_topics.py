@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ..dispatch import RequestContext, handler
 from ..metadata.configs import topic_entries
-from ..metadata.controller import TopicSpec
+from ..metadata.controller import TopicResult, TopicSpec
 from ..metadata.validation import INTERNAL_TOPICS
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -53,38 +54,63 @@ def _error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
 def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     counts = Counter(t.name for t in request.topics)
-    duplicates = [name for name, n in counts.items() if n > 1]
+    answers: list[dict[str, Any] | None] = []  # in request order; None = ask the controller
     specs: list[TopicSpec] = []
-    answers: list[dict[str, Any]] = []
     for topic in request.topics:
-        if counts[topic.name] > 1:
-            continue
-        if topic.name in INTERNAL_TOPICS and topic.name not in broker.image.topics_by_name:
-            answers.append(_error(
-                topic.name, ErrorCode.invalid_request,
-                f"Topic '{topic.name}' is internal: the broker creates it when it is first "
-                f"needed, clients cannot create it."))
-            continue
-        specs.append(_spec(topic))
+        answer = _refusal(topic, counts, broker.image.topics_by_name)
+        answers.append(answer)
+        if answer is None:
+            specs.append(_spec(topic))
     results = broker.controller.create_topics(specs, validate_only=request.validate_only)
-    for spec, result in zip(specs, results, strict=True):
-        if result.error != ErrorCode.none:
-            answers.append(_error(result.name, result.error, result.message or ""))
-            continue
-        configs = topic_entries(broker.image, broker.config, spec.name,
-                                overrides={k: v for k, v in spec.configs.items()
-                                           if v is not None})
-        answers.append({
-            "name": result.name,
-            "topic_id": result.topic_id or _ZERO_UUID,
-            "error_code": ErrorCode.none,
-            "error_message": None,
-            "num_partitions": result.num_partitions,
-            "replication_factor": result.replication_factor,
-            "configs": [{"name": e.name, "value": None if e.sensitive else e.value,
-                         "read_only": e.read_only, "config_source": int(e.source),
-                         "is_sensitive": e.sensitive} for e in configs],
-        })
-    for name in duplicates:
-        answers.append(_error(name, ErrorCode.invalid_request, "Duplicate topic name."))
-    return ctx.respond({"throttle_time": 0, "topics": answers})
+    done = iter(zip(results, specs, strict=True))
+    for i, answer in enumerate(answers):
+        if answer is None:
+            answers[i] = _created(ctx, *next(done))
+    # A duplicated name is answered once (the other entries are dropped), as Kafka does.
+    answered: set[str] = set()
+    unique = []
+    for entry in answers:
+        assert entry is not None
+        if counts[entry["name"]] > 1:
+            if entry["name"] in answered:
+                continue
+            answered.add(entry["name"])
+        unique.append(entry)
+    return ctx.respond({"throttle_time": 0, "topics": unique})
+
+
+def _refusal(topic: Any, counts: Counter[str], existing: Mapping[str, Any]
+             ) -> dict[str, Any] | None:
+    """The answer for a topic refused before it reaches the controller, else None."""
+    if counts[topic.name] > 1:
+        return _error(topic.name, ErrorCode.invalid_request, "Duplicate topic name.")
+    indexes = [a.partition_index for a in topic.assignments]
+    if len(set(indexes)) != len(indexes):
+        repeated = sorted(i for i, n in Counter(indexes).items() if n > 1)
+        return _error(topic.name, ErrorCode.invalid_replica_assignment,
+                      f"Found multiple manual partition assignments for partition(s) "
+                      f"{repeated}")
+    if topic.name in INTERNAL_TOPICS and topic.name not in existing:
+        return _error(topic.name, ErrorCode.invalid_request,
+                      f"Topic '{topic.name}' is internal: the broker creates it when it is "
+                      f"first needed, clients cannot create it.")
+    return None
+
+
+def _created(ctx: RequestContext, result: TopicResult, spec: TopicSpec) -> dict[str, Any]:
+    """The answer for a topic the controller created (or validated, or refused)."""
+    if result.error != ErrorCode.none:
+        return _error(result.name, result.error, result.message or "")
+    configs = topic_entries(ctx.broker.image, ctx.broker.config, spec.name,
+                            overrides={k: v for k, v in spec.configs.items() if v is not None})
+    return {
+        "name": result.name,
+        "topic_id": result.topic_id or _ZERO_UUID,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "num_partitions": result.num_partitions,
+        "replication_factor": result.replication_factor,
+        "configs": [{"name": e.name, "value": None if e.sensitive else e.value,
+                     "read_only": e.read_only, "config_source": int(e.source),
+                     "is_sensitive": e.sensitive} for e in configs],
+    }
