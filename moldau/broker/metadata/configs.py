@@ -21,10 +21,12 @@ with hours and minutes converted to milliseconds. Everything here is pure: it re
 from __future__ import annotations
 
 import decimal
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ..config.definitions import BROKER_BY_NAME, TOPIC_BY_NAME, TOPIC_CONFIGS
@@ -210,15 +212,19 @@ def broker_levels(image: MetadataImage, broker_config: BrokerConfig) -> list[Lev
     cluster_default = image.configs_of(BROKER_RESOURCE, "")
     static = {k: broker_config.values[k] for k in broker_config.explicit
               if k in BROKER_BY_NAME and broker_config.values.get(k) is not None}
-    defaults = {d.name: d.default_value() for d in BROKER_BY_NAME.values()
-                if d.default is not None}
     return [
         Level(ConfigSource.DYNAMIC_BROKER_CONFIG, _typed(per_broker), per_broker),
         Level(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, _typed(cluster_default),
               cluster_default),
         Level(ConfigSource.STATIC_BROKER_CONFIG, static, {}),
-        Level(ConfigSource.DEFAULT_CONFIG, defaults, {}),
+        Level(ConfigSource.DEFAULT_CONFIG, _broker_defaults(), {}),
     ]
+
+
+@functools.cache
+def _broker_defaults() -> Mapping[str, Any]:
+    return MappingProxyType({d.name: d.default_value() for d in BROKER_BY_NAME.values()
+                             if d.default is not None})
 
 
 def _display(level: Level, key: str) -> str | None:
@@ -295,13 +301,15 @@ def _resolve_topic_key(name: str, overrides: Mapping[str, str], levels: list[Lev
 
 
 def effective_topic_config(image: MetadataImage, broker_config: BrokerConfig,
-                           topic: str) -> dict[str, Any]:
+                           topic: str, *, levels: list[Level] | None = None) -> dict[str, Any]:
     """Typed value of every topic config for ``topic`` (dynamic topic config, else dynamic
     broker synonym, else static broker synonym, else default). The replica manager applies
     these to the topic's logs; call it again when a ConfigRecord for the topic or a broker
-    arrives."""
+    arrives. Resolving many topics at once, pass ``levels=broker_levels(image,
+    broker_config)`` computed once."""
     overrides = image.configs_of(TOPIC_RESOURCE, topic)
-    levels = broker_levels(image, broker_config)
+    if levels is None:
+        levels = broker_levels(image, broker_config)
     return {definition.name: _resolve_topic_key(definition.name, overrides, levels)[0]
             for definition, _ in TOPIC_CONFIGS}
 

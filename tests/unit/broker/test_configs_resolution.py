@@ -234,3 +234,15 @@ def test_broker_key_synonyms() -> None:
     assert broker_key_synonyms("log.retention.hours") == (
         "log.retention.ms", "log.retention.minutes", "log.retention.hours")
     assert broker_key_synonyms("num.partitions") == ("num.partitions",)
+
+
+def test_precomputed_levels_give_the_same_answer() -> None:
+    from moldau.broker.metadata.configs import broker_levels
+
+    image = image_with_topic(broker_config("", "log.segment.bytes", "4096"),
+                             topic_config("retention.ms", "5"))
+    cfg = config(log_retention_hours="3")
+    levels = broker_levels(image, cfg)
+    assert effective_topic_config(image, cfg, "t", levels=levels) == effective_topic_config(
+        image, cfg, "t")
+    assert effective_topic_config(image, cfg, "t", levels=levels)["segment.bytes"] == 4096
