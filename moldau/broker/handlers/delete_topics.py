@@ -12,7 +12,8 @@ The deletions are one batch of RemoveTopicRecords in the metadata log; the repli
 removes the logs when it sees them. Deletion is synchronous, so ``timeout`` never expires.
 
 Left out: ACL checks, controller mutation quotas (throttle time is always 0), and Kafka's
-shuffling of the answer order (answers follow the request order).
+shuffling of the answer order (refused entries are answered first, then the deletions, each
+in request order).
 """
 
 from __future__ import annotations
