@@ -9,6 +9,8 @@ Not thread-safe by itself: the owning :class:`moldau.storage.log.Log` serialises
 
 from __future__ import annotations
 
+import struct
+from bisect import bisect_left
 from collections.abc import Callable
 
 from moldau.protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
@@ -27,6 +29,8 @@ from .names import (
 from .scan import MIN_BATCH_LENGTH, BatchScanner
 
 _WALK_CHUNK = 16 << 10
+_WALK = struct.Struct(">qi")
+_DELTA = struct.Struct(">i")
 
 # A located batch: (file position, header, buffer holding it, buffer's file position).
 Located = tuple[int, BatchHeader, bytes, int]
@@ -40,7 +44,7 @@ class Segment:
     __slots__ = (
         "_fs", "base_offset", "bytes_since_index", "created_ms", "dir", "fd", "index",
         "index_interval", "log_path", "max_timestamp", "next_offset", "offset_of_max_timestamp",
-        "roll_jitter_ms", "rolling_ts", "size", "suffix", "time_index",
+        "roll_jitter_ms", "rolling_ts", "size", "suffix", "tail_last", "tail_pos", "time_index",
     )
 
     def __init__(self, directory: str, base_offset: int, fs: FileSystem, config: LogConfig,
@@ -65,6 +69,11 @@ class Segment:
         self.created_ms = now_ms
         self.bytes_since_index = 0
         self.roll_jitter_ms = jitter_ms
+        # Last offset and position of every batch appended since the last index entry, so a
+        # consumer reading at the tail finds its batch by bisection instead of a header walk.
+        # Empty means "unknown": lookups then walk from the index as usual.
+        self.tail_last: list[int] = []
+        self.tail_pos: list[int] = []
 
     def __repr__(self) -> str:
         return (f"Segment(base={self.base_offset}, size={self.size}, next={self.next_offset}, "
@@ -82,6 +91,7 @@ class Segment:
 
     def on_become_inactive(self) -> None:
         """Record the final max timestamp in the time index (as Kafka does) and close indexes."""
+        self.forget_tail()
         if not self.active:
             self.time_index.open_for_append()
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -145,6 +155,13 @@ class Segment:
             self.rolling_ts = max(b[2] for b in batches)
         pos = start
         interval = self.index_interval
+        tail_last = self.tail_last
+        tail_pos = self.tail_pos
+        if start and not tail_last:
+            # Batches before this append are not tracked: a sentinel (the last offset before
+            # it) keeps lookups of older offsets on the index walk.
+            tail_last.append(self.next_offset - 1)
+            tail_pos.append(-1)
         for size, last_offset, max_ts in batches:
             if max_ts > self.max_timestamp:
                 self.max_timestamp = max_ts
@@ -153,14 +170,23 @@ class Segment:
                 self.index.append(last_offset, pos)
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
                 self.bytes_since_index = 0
+                tail_last.clear()
+                tail_pos.clear()
+            tail_last.append(last_offset)
+            tail_pos.append(pos)
             pos += size
             self.bytes_since_index += size
         self.size = pos
         self.next_offset = batches[-1][1] + 1
 
+    def forget_tail(self) -> None:
+        self.tail_last.clear()
+        self.tail_pos.clear()
+
     def rollback(self, size: int, next_offset: int, index_entries: tuple[int, int],
                  max_ts: tuple[int, int]) -> None:
         """Undo a failed append (file, indexes, counters); raises ``OSError`` if it cannot."""
+        self.forget_tail()
         self._fs.ftruncate(self.fd, size)
         self.index.truncate_entries(index_entries[0])
         self.time_index.truncate_entries(index_entries[1])
@@ -194,11 +220,21 @@ class Segment:
     # -- locating batches ----------------------------------------------------------------
     def translate(self, offset: int, start_pos: int = 0) -> Located | None:
         """The first batch whose last offset is >= ``offset``, or None past the end."""
-        pos = max(self.index.lookup(offset), start_pos)
         end = self.size
+        tail_last = self.tail_last
+        if tail_last and tail_last[0] < offset <= tail_last[-1] and start_pos == 0:
+            pos = self.tail_pos[bisect_left(tail_last, offset)]
+            buf = self._fs.pread(self.fd, min(_WALK_CHUNK, end - pos), pos)
+            if len(buf) >= HEADER_SIZE:
+                return pos, read_header(buf, 0), buf, pos
+        pos = max(self.index.lookup(offset), start_pos)
         buf = b""
         buf_start = pos
         fs = self._fs
+        walk = _WALK.unpack_from
+        delta = _DELTA.unpack_from
+        # Only baseOffset, batchLength and lastOffsetDelta are needed to walk; the full
+        # header is parsed once, for the batch found.
         while pos + HEADER_SIZE <= end:
             rel = pos - buf_start
             if rel + HEADER_SIZE > len(buf):
@@ -207,12 +243,12 @@ class Segment:
                 rel = 0
                 if len(buf) < HEADER_SIZE:
                     return None
-            header = read_header(buf, rel)
-            if header.batch_length < MIN_BATCH_LENGTH:
+            base, length = walk(buf, rel)
+            if length < MIN_BATCH_LENGTH:
                 return None  # unreadable; recovery is what repairs segments
-            if header.base_offset + header.last_offset_delta >= offset:
-                return pos, header, buf, buf_start
-            pos += header.batch_length + LOG_OVERHEAD
+            if base + delta(buf, rel + 23)[0] >= offset:
+                return pos, read_header(buf, rel), buf, buf_start
+            pos += length + LOG_OVERHEAD
         return None
 
     def read(self, offset: int, max_bytes: int, max_position: int,
@@ -269,6 +305,7 @@ class Segment:
     def truncate_to(self, offset: int, now_ms: int) -> int:
         """Remove batches whose last offset is >= ``offset``; returns bytes removed."""
         found = self.translate(offset)
+        self.forget_tail()
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
         self.bytes_since_index = 0
@@ -330,6 +367,7 @@ class Segment:
         Returns (bytes truncated, the scanner with its statistics).
         """
         was_active = self.active
+        self.forget_tail()
         self.index.close()
         self.time_index.close()
         self.index.rel = type(self.index.rel)("i")

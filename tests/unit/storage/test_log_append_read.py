@@ -241,3 +241,17 @@ def test_reads_after_reopen_use_loaded_indexes(tmp_path):
     for off, data in expected.items():
         assert bytes(log.read(off, 1).records) == data
     assert os.path.exists(os.path.join(path, "leader-epoch-checkpoint"))
+
+
+def test_tail_lookup_after_reopen_and_appends(tmp_path):
+    """Batches appended in this session are found by bisection; older ones still by the
+    index walk (the tail cache must never answer for offsets it has not seen)."""
+    path = str(tmp_path / "t-0")
+    log = open_log(path, index_interval_bytes=10_000)
+    fill(log, 30, records=2)
+    log.close()
+    log = open_log(path, index_interval_bytes=10_000)
+    fill(log, 5, records=2)
+    for off in range(log.log_end_offset):
+        h = headers_of(log.read(off, 1).records)[0]
+        assert h.base_offset <= off <= h.last_offset
