@@ -114,7 +114,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._write([fallback_response(header)])
                 continue
             ctx = RequestContext(header, self.listener, self.client_host, self.client_port,
-                                 self.broker)
+                                 self.broker, self)
             try:
                 result = spec.fn(ctx, request)
             except Exception:

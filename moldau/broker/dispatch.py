@@ -57,6 +57,7 @@ class RequestContext:
     client_host: str
     client_port: int
     broker: Broker
+    connection: Any = None
 
     @property
     def version(self) -> int:

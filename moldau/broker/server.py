@@ -22,7 +22,10 @@ from .metadata.image import MetadataImage
 from .metadata.records import BrokerEndpoint
 
 if TYPE_CHECKING:
+    from ..storage.manager import LogManager
     from .connection import KafkaConnection
+    from .metadata.log import MetadataLog
+    from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,10 @@ class Broker:
         self.bound: list[BoundListener] = []
         self.components: dict[str, Any] = {}
         self.controller: Controller
+        self.replica_manager: ReplicaManager
+        self.log_manager: LogManager
+        self.metadata_log: MetadataLog
+        self.load_stats: Any = None
         self._background: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
         load_handlers()

@@ -1,33 +1,124 @@
-"""Opening and closing a node's state: log dirs, metadata log, partitions (provisional)."""
+"""Opening and closing a node's state, and its periodic housekeeping.
+
+Open: check or write ``meta.properties`` in every log dir (cluster id, node id), load every
+partition log (recovering after a crash; skipped after a clean shutdown) in a worker thread,
+replay ``__cluster_metadata`` into the image, create the controller and the replica manager
+and reconcile the partitions this node hosts. Close: stop housekeeping, flush, checkpoint and
+write the clean-shutdown marker.
+
+Housekeeping runs in worker threads so disk work (fsync, segment deletion) never stalls the
+event loop: retention every ``log.retention.check.interval.ms``, flushing of rolled segments
+and ``flush.ms`` every second, checkpoints every 5 s (Kafka's
+``replica.high.watermark.checkpoint.interval.ms`` default), producer-id expiry every 10 min.
+"""
 
 from __future__ import annotations
 
-import uuid
-from typing import TYPE_CHECKING
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from ..storage.config import LogConfig
+from ..storage.manager import LogManager
+from ..storage.meta import ensure_meta_properties, new_uuid, read_meta_properties
+from .metadata.configs import effective_topic_config
 from .metadata.controller import Controller
+from .metadata.log import METADATA_TOPIC, MetadataLog
+from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
     from .server import Broker
 
+log = logging.getLogger(__name__)
 
-class _MemoryStore:
-    def __init__(self) -> None:
-        self.records: list = []
+CHECKPOINT_INTERVAL_S = 5.0
+FLUSH_CHECK_INTERVAL_S = 1.0
+PRODUCER_EXPIRY_INTERVAL_S = 600.0
 
-    def append(self, records):  # type: ignore[no-untyped-def]
-        self.records.extend(records)
-        return len(self.records) - 1
+# The metadata log is never trimmed by retention: the image is rebuilt from all of it.
+_METADATA_LOG_CONFIG = {"retention.ms": -1, "retention.bytes": -1, "segment.bytes": 8 << 20,
+                        "cleanup.policy": "delete"}
+
+
+def _cluster_id(broker: Broker, log_dirs: list[str]) -> str:
+    for log_dir in log_dirs:
+        meta = read_meta_properties(log_dir)
+        if meta is not None and meta.cluster_id:
+            return meta.cluster_id
+    configured = broker.config["cluster.id"]
+    return configured or new_uuid()
+
+
+async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 async def open_node(broker: Broker) -> None:
-    broker.cluster_id = broker.cluster_id or uuid.uuid4().hex[:22]
+    config = broker.config
+    log_dirs = [str(d) for d in config.log_dirs]
+    broker.cluster_id = _cluster_id(broker, log_dirs)
+    ensure_meta_properties(log_dirs, broker.node_id, broker.cluster_id)
+
+    def topic_config(topic: str) -> dict[str, Any]:
+        if topic == METADATA_TOPIC:
+            return {**effective_topic_config(broker.image, config, topic),
+                    **_METADATA_LOG_CONFIG}
+        return effective_topic_config(broker.image, config, topic)
+
+    manager = LogManager(log_dirs, LogConfig.from_dict(config.topic_defaults()),
+                         topic_config=topic_config, time_ms=broker.time_ms)
+    stats = await _in_thread(manager.startup, config["num.recovery.threads.per.data.dir"])
+    log.info("loaded %d logs (%d segments; %d recovered, %d batches scanned, %d bytes "
+             "truncated)", len(manager.all_logs()), stats.segments, stats.segments_recovered,
+             stats.batches_scanned, stats.bytes_truncated)
+    broker.log_manager = manager
+    broker.load_stats = stats
+
+    metadata_log = MetadataLog(manager.get_or_create_log(METADATA_TOPIC, 0), broker.time_ms)
+    replayed = metadata_log.replay_into(broker.image)
+    log.info("replayed %d metadata records", replayed)
+    broker.metadata_log = metadata_log
     broker.controller = Controller(
-        broker.image, _MemoryStore(),
-        default_partitions=lambda: broker.config["num.partitions"],
-        default_replication_factor=lambda: broker.config["default.replication.factor"],
+        broker.image, metadata_log,
+        default_partitions=lambda: config["num.partitions"],
+        default_replication_factor=lambda: config["default.replication.factor"],
+    )
+    replicas = ReplicaManager(broker)
+    broker.replica_manager = replicas
+    broker.controller.listeners.append(replicas.on_metadata)
+    replicas.reconcile(list(broker.image.topics_by_name))
+    for stray in manager.all_logs():
+        if stray.topic != METADATA_TOPIC and stray.topic not in broker.image.topics_by_name:
+            log.info("deleting the log of %s-%d: its topic no longer exists",
+                     stray.topic, stray.partition)
+            manager.delete_log(stray.topic, stray.partition)
+    broker.spawn(_housekeeping(broker))
+
+
+async def _periodic(interval_s: float, fn: Callable[[], Any], what: str) -> None:
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            await _in_thread(fn)
+        except Exception:
+            log.exception("%s failed", what)
+
+
+async def _housekeeping(broker: Broker) -> None:
+    manager: LogManager = broker.log_manager
+    retention_s = broker.config["log.retention.check.interval.ms"] / 1000
+    await asyncio.gather(
+        _periodic(retention_s, manager.run_retention, "log retention"),
+        _periodic(FLUSH_CHECK_INTERVAL_S, manager.flush_due, "log flush"),
+        _periodic(CHECKPOINT_INTERVAL_S, manager.checkpoint_all, "checkpoint"),
+        _periodic(PRODUCER_EXPIRY_INTERVAL_S, manager.remove_expired_producers,
+                  "producer id expiry"),
     )
 
 
 async def close_node(broker: Broker) -> None:
-    return None
+    manager = getattr(broker, "log_manager", None)
+    if manager is None:
+        return
+    await _in_thread(manager.shutdown)

@@ -1,0 +1,577 @@
+"""JoinGroup, SyncGroup, Heartbeat and LeaveGroup for classic groups (Kafka's rebalance
+protocol, including KIP-394 member ids and KIP-345 static membership).
+
+A rebalance: the first join of an empty group waits ``group.initial.rebalance.delay.ms``
+(extended while new members keep arriving, up to the rebalance timeout); later rebalances wait
+until every known member has rejoined or the rebalance timeout passes, then drop the members
+that did not rejoin. The join answers go out together; the leader's SyncGroup assignment is
+written to ``__consumer_offsets`` and then handed to every member. Members that stop
+heartbeating for their session timeout are removed, which starts a new rebalance.
+
+JoinGroup and SyncGroup answers are futures parked on the member until the group is ready; the
+request's connection waits on them (the broker's connection parks async handlers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ...protocol.errors import ErrorCode
+from .classic import ClassicGroup, ClassicMember, ClassicState, JoinResult, SyncResult, complete
+from .errors import GroupError
+from .records import GroupKey
+
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+    from .shard import GroupShard
+
+log = logging.getLogger(__name__)
+
+# Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member that never completes its join.
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+S = ClassicState
+
+
+@dataclass(slots=True)
+class JoinRequest:
+    """The fields of a JoinGroup request the coordinator uses (any version)."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: list[tuple[str, bytes]]
+    client_id: str
+    client_host: str
+    require_known_member_id: bool
+    reason: str | None = None
+
+
+JoinAnswer = JoinResult | asyncio.Future[JoinResult]
+SyncAnswer = SyncResult | asyncio.Future[SyncResult]
+
+
+class ClassicProtocol:
+    """The classic rebalance protocol over the groups of the coordinator's shards."""
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+        self.timer = coordinator.timer
+        self.config = coordinator.config
+
+    # --- helpers -----------------------------------------------------------------------
+    def _now(self) -> int:
+        return self.timer.now_ms()
+
+    def _future(self) -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().create_future()
+
+    @staticmethod
+    def _validate_instance(group: ClassicGroup, member_id: str, instance_id: str | None) -> None:
+        """KIP-345: a static instance id must belong to this member id."""
+        if instance_id is None:
+            return
+        mapped = group.static_member_id(instance_id)
+        if mapped is not None and mapped != member_id:
+            raise GroupError(ErrorCode.fenced_instance_id,
+                             f"instance {instance_id} is now member {mapped}")
+
+    def _known_member(self, group: ClassicGroup, member_id: str,
+                      instance_id: str | None) -> ClassicMember:
+        self._validate_instance(group, member_id, instance_id)
+        member = group.members.get(member_id)
+        if member is None:
+            raise GroupError(ErrorCode.unknown_member_id,
+                             f"member {member_id} is not in group {group.group_id}")
+        return member
+
+    def classic_group(self, shard: GroupShard, group_id: str) -> ClassicGroup | None:
+        group = shard.groups.get(group_id)
+        if group is None:
+            return None
+        if not isinstance(group, ClassicGroup):
+            raise GroupError(ErrorCode.unknown_member_id,
+                             f"group {group_id} uses the consumer protocol (KIP-848)")
+        return group
+
+    # --- JoinGroup -----------------------------------------------------------------------
+    def join(self, shard: GroupShard, req: JoinRequest) -> JoinAnswer:
+        """Handle a JoinGroup; returns the answer or a future of it."""
+        if not req.group_id:
+            return JoinResult(error=ErrorCode.invalid_group_id, member_id=req.member_id)
+        if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
+                <= self.config.max_session_timeout_ms):
+            return JoinResult(error=ErrorCode.invalid_session_timeout, member_id=req.member_id)
+        existing = shard.groups.get(req.group_id)
+        if existing is not None and not isinstance(existing, ClassicGroup):
+            if not existing.is_empty:
+                return JoinResult(error=ErrorCode.inconsistent_group_protocol,
+                                  member_id=req.member_id)
+            # An empty consumer-protocol group converts to classic (as Kafka allows).
+            self.coordinator.consumer.drop_group(shard, existing)
+            existing = None
+        if existing is None:
+            if req.member_id:
+                return JoinResult(error=ErrorCode.unknown_member_id, member_id=req.member_id)
+            existing = ClassicGroup(req.group_id, self._now())
+            shard.groups[req.group_id] = existing
+        group = existing
+        try:
+            if group.state == S.DEAD:
+                raise GroupError(ErrorCode.coordinator_not_available)
+            if not self._accepts(group, req.member_id):
+                raise GroupError(ErrorCode.group_max_size_reached,
+                                 f"group {group.group_id} has reached group.max.size "
+                                 f"{self.config.max_size}")
+            if not req.member_id:
+                return self._join_unknown(group, req)
+            return self._join_known(group, req)
+        except GroupError as exc:
+            self.coordinator.maybe_forget_group(shard, group)
+            return JoinResult(error=exc.code, member_id=req.member_id)
+
+    def _accepts(self, group: ClassicGroup, member_id: str) -> bool:
+        """Kafka's acceptJoiningMember (group.max.size)."""
+        limit = self.config.max_size
+        member = group.members.get(member_id)
+        if group.is_in(S.EMPTY, S.DEAD):
+            return True
+        if group.is_in(S.PREPARING_REBALANCE):
+            awaiting = sum(1 for m in group.members.values() if m.awaiting_join)
+            return (member is not None and member.awaiting_join) or awaiting < limit
+        return member is not None or len(group.members) < limit
+
+    def _join_unknown(self, group: ClassicGroup, req: JoinRequest) -> JoinAnswer:
+        names = [name for name, _ in req.protocols]
+        if not group.supports_protocols(req.protocol_type, names):
+            raise GroupError(ErrorCode.inconsistent_group_protocol)
+        new_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
+        if req.group_instance_id is not None:
+            old_id = group.static_member_id(req.group_instance_id)
+            if old_id is not None:
+                return self._replace_static_member(group, old_id, new_id, req)
+            return self._add_member_and_rebalance(group, new_id, req)
+        if req.require_known_member_id:
+            # KIP-394: hand out the id first; the member joins again with it.
+            group.pending_members.add(new_id)
+            self.timer.schedule(("pending", group.group_id, new_id), req.session_timeout_ms,
+                                lambda: self._expire_pending(group, new_id))
+            return JoinResult(error=ErrorCode.member_id_required, member_id=new_id)
+        return self._add_member_and_rebalance(group, new_id, req)
+
+    def _join_known(self, group: ClassicGroup, req: JoinRequest) -> JoinAnswer:
+        if req.member_id in group.pending_members:
+            return self._add_member_and_rebalance(group, req.member_id, req)
+        member = self._known_member(group, req.member_id, req.group_instance_id)
+        match group.state:
+            case S.PREPARING_REBALANCE:
+                return self._update_member_and_rebalance(group, member, req)
+            case S.COMPLETING_REBALANCE:
+                if member.matches(req.protocols):
+                    # The member lost our answer; repeat it.
+                    return group.join_result(member)
+                return self._update_member_and_rebalance(group, member, req)
+            case S.STABLE:
+                if group.is_leader(member.member_id) or not member.matches(req.protocols):
+                    return self._update_member_and_rebalance(group, member, req)
+                return group.join_result(member)
+        raise GroupError(ErrorCode.unknown_member_id)
+
+    def _add_member_and_rebalance(self, group: ClassicGroup, member_id: str,
+                                  req: JoinRequest) -> asyncio.Future[JoinResult]:
+        group.pending_members.discard(member_id)
+        self.timer.cancel(("pending", group.group_id, member_id))
+        member = ClassicMember(
+            member_id, req.group_instance_id, req.client_id, req.client_host,
+            req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type,
+            list(req.protocols), is_new=True,
+        )
+        future: asyncio.Future[JoinResult] = self._future()
+        member.join_future = future
+        group.add(member)
+        if group.is_in(S.PREPARING_REBALANCE) and group.generation_id == 0:
+            group.new_member_added = True
+        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+        self._check_join_complete(group)
+        return future
+
+    def _update_member_and_rebalance(self, group: ClassicGroup, member: ClassicMember,
+                                     req: JoinRequest) -> asyncio.Future[JoinResult]:
+        member.protocols = list(req.protocols)
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
+        member.client_id, member.client_host = req.client_id, req.client_host
+        # A second JoinGroup for the same member supersedes the first.
+        complete(member.join_future, JoinResult(error=ErrorCode.rebalance_in_progress,
+                                                member_id=member.member_id))
+        future: asyncio.Future[JoinResult] = self._future()
+        member.join_future = future
+        self._maybe_prepare_rebalance(group, f"updating metadata for member {member.member_id}")
+        self._check_join_complete(group)
+        return future
+
+    def _replace_static_member(self, group: ClassicGroup, old_id: str, new_id: str,
+                               req: JoinRequest) -> JoinAnswer:
+        old = group.members[old_id]
+        complete(old.join_future, JoinResult(error=ErrorCode.fenced_instance_id,
+                                             member_id=old_id))
+        complete(old.sync_future, SyncResult(error=ErrorCode.fenced_instance_id))
+        old.join_future = old.sync_future = None
+        self.timer.cancel(("heartbeat", group.group_id, old_id))
+        previous_leader = group.leader_id
+        old_protocols = list(old.protocols)
+        member = group.replace_static_member(req.group_instance_id or "", old_id, new_id)
+        member.protocols = list(req.protocols)
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        member.session_timeout_ms = req.session_timeout_ms
+        member.client_id, member.client_host = req.client_id, req.client_host
+        future: asyncio.Future[JoinResult] = self._future()
+        member.join_future = future
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        match group.state:
+            case S.STABLE:
+                if group.protocol_name == group.select_protocol():
+                    # Nothing the assignment depends on changed: persist the new member id and
+                    # answer with the old leader id, so this member does not try to assign.
+                    self.coordinator.spawn(self._store_static_rejoin(
+                        group, member, old_id, old_protocols, previous_leader))
+                else:
+                    self._maybe_prepare_rebalance(
+                        group, f"static member {new_id} changed the selected protocol")
+            case S.COMPLETING_REBALANCE:
+                self._prepare_rebalance(group, f"static member {new_id} rejoined during sync")
+            case _:
+                self._check_join_complete(group)
+        return future
+
+    async def _store_static_rejoin(self, group: ClassicGroup, member: ClassicMember,
+                                   old_id: str, old_protocols: list[tuple[str, bytes]],
+                                   previous_leader: str | None) -> None:
+        try:
+            await self.store_group(group)
+        except GroupError as exc:
+            if member.member_id in group.members and member.group_instance_id is not None:
+                group.replace_static_member(member.group_instance_id, member.member_id, old_id)
+                member.protocols = old_protocols
+            complete(member.join_future, JoinResult(error=exc.code, member_id=member.member_id))
+            member.join_future = None
+            return
+        complete(member.join_future, JoinResult(
+            error=0, generation_id=group.generation_id, protocol_type=group.protocol_type,
+            protocol_name=group.protocol_name, leader=previous_leader or "",
+            member_id=member.member_id, members=[]))
+        member.join_future = None
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+
+    # --- rebalance phases ------------------------------------------------------------------
+    def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(group, reason)
+
+    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
+        if group.is_in(S.COMPLETING_REBALANCE):
+            self._reset_and_propagate_error(group, ErrorCode.rebalance_in_progress)
+        join_key = ("join", group.group_id)
+        if group.is_in(S.EMPTY):
+            delay = self.config.initial_rebalance_delay_ms
+            group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
+            group.new_member_added = False
+            self.timer.schedule(join_key, delay, lambda: self._initial_delay_expired(group))
+            initial = True
+        else:
+            self.timer.schedule(join_key, group.rebalance_timeout_ms(),
+                                lambda: self._complete_join(group))
+            initial = False
+        group.transition(S.PREPARING_REBALANCE, self._now())
+        group.initial_delay_active = initial
+        log.info("Preparing to rebalance group %s in state %s with old generation %d "
+                 "(reason: %s)", group.group_id, group.state.value, group.generation_id, reason)
+        if not initial:
+            self._check_join_complete(group)
+
+    def _initial_delay_expired(self, group: ClassicGroup) -> None:
+        if not group.is_in(S.PREPARING_REBALANCE):
+            return
+        remaining = group.initial_delay_remaining_ms
+        if group.new_member_added and remaining > 0:
+            group.new_member_added = False
+            delay = min(self.config.initial_rebalance_delay_ms, remaining)
+            group.initial_delay_remaining_ms = max(
+                remaining - self.config.initial_rebalance_delay_ms, 0)
+            self.timer.schedule(("join", group.group_id), delay,
+                                lambda: self._initial_delay_expired(group))
+            return
+        self._complete_join(group)
+
+    def _check_join_complete(self, group: ClassicGroup) -> None:
+        if (group.is_in(S.PREPARING_REBALANCE)
+                and not group.initial_delay_active
+                and group.all_members_joined()):
+            self._complete_join(group)
+
+    def _complete_join(self, group: ClassicGroup) -> None:
+        """Kafka's onCompleteJoin: start the next generation with whoever rejoined."""
+        if not group.is_in(S.PREPARING_REBALANCE):
+            return
+        group.initial_delay_active = False
+        self.timer.cancel(("join", group.group_id))
+        for member in group.not_yet_rejoined():
+            log.info("Group %s removes member %s which did not rejoin in time",
+                     group.group_id, member.member_id)
+            self._drop_member(group, member, ErrorCode.unknown_member_id)
+        group.generation_id += 1
+        now = self._now()
+        if group.is_empty:
+            group.protocol_name = None
+            group.leader_id = None
+            group.transition(S.EMPTY, now)
+            log.info("Group %s with generation %d is now empty", group.group_id,
+                     group.generation_id)
+            self.coordinator.spawn(self._store_quietly(group))
+            return
+        group.protocol_name = group.select_protocol()
+        group.transition(S.COMPLETING_REBALANCE, now)
+        log.info("Stabilized group %s generation %d with %d members (protocol %s)",
+                 group.group_id, group.generation_id, len(group.members), group.protocol_name)
+        for member in list(group.members.values()):
+            complete(member.join_future, group.join_result(member))
+            member.join_future = None
+            member.is_new = False
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        group.pending_sync = set(group.members)
+        generation = group.generation_id
+        self.timer.schedule(("sync", group.group_id), group.rebalance_timeout_ms(),
+                            lambda: self._sync_expired(group, generation))
+
+    def _sync_expired(self, group: ClassicGroup, generation: int) -> None:
+        """Members that never sent SyncGroup within the rebalance timeout are removed."""
+        if generation != group.generation_id or not group.is_in(S.COMPLETING_REBALANCE,
+                                                                  S.STABLE):
+            return
+        missing = [group.members[m] for m in group.pending_sync if m in group.members]
+        if not missing:
+            return
+        for member in missing:
+            log.info("Group %s removes member %s which did not sync in time",
+                     group.group_id, member.member_id)
+            self._drop_member(group, member, ErrorCode.unknown_member_id)
+        self._maybe_prepare_rebalance(group, "members did not sync in time")
+
+    def _reset_and_propagate_error(self, group: ClassicGroup, error: int) -> None:
+        for member in group.members.values():
+            member.assignment = b""
+            complete(member.sync_future, SyncResult(error=error))
+            member.sync_future = None
+        group.pending_sync.clear()
+        self.timer.cancel(("sync", group.group_id))
+
+    def _set_and_propagate_assignment(self, group: ClassicGroup,
+                                      assignments: Mapping[str, bytes]) -> None:
+        for member in group.members.values():
+            member.assignment = assignments.get(member.member_id, b"")
+            if member.sync_future is not None:
+                complete(member.sync_future, SyncResult(
+                    protocol_type=group.protocol_type, protocol_name=group.protocol_name,
+                    assignment=member.assignment))
+                member.sync_future = None
+                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+
+    # --- persistence -----------------------------------------------------------------------
+    async def store_group(self, group: ClassicGroup,
+                          assignments: Mapping[str, bytes] | None = None) -> None:
+        """Write the group's GroupMetadata record (with ``assignments`` if given)."""
+        value = group.to_record()
+        if assignments is not None:
+            members = tuple(
+                m.__class__(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                            m.rebalance_timeout, m.session_timeout, m.subscription,
+                            assignments.get(m.member_id, b""))
+                for m in value.members)
+            value = value.__class__(value.protocol_type, value.generation, value.protocol,
+                                    value.leader, value.current_state_timestamp, members)
+        shard = self.coordinator.shard_of_group(group.group_id)
+        await self.coordinator.write(shard, [(GroupKey(group.group_id), value)])
+
+    async def _store_quietly(self, group: ClassicGroup) -> None:
+        try:
+            await self.store_group(group)
+        except GroupError as exc:
+            log.warning("could not store metadata of group %s: %s", group.group_id, exc)
+
+    # --- SyncGroup -------------------------------------------------------------------------
+    def sync(self, shard: GroupShard, group_id: str, generation_id: int, member_id: str,
+             instance_id: str | None, protocol_type: str | None, protocol_name: str | None,
+             assignments: Mapping[str, bytes]) -> SyncAnswer:
+        try:
+            group = self.classic_group(shard, group_id)
+            if group is None:
+                raise GroupError(ErrorCode.unknown_member_id)
+            if group.is_in(S.DEAD):
+                raise GroupError(ErrorCode.coordinator_not_available)
+            member = self._known_member(group, member_id, instance_id)
+            if generation_id != group.generation_id:
+                raise GroupError(ErrorCode.illegal_generation)
+            if protocol_type is not None and protocol_type != group.protocol_type:
+                raise GroupError(ErrorCode.inconsistent_group_protocol)
+            if protocol_name is not None and protocol_name != group.protocol_name:
+                raise GroupError(ErrorCode.inconsistent_group_protocol)
+        except GroupError as exc:
+            return SyncResult(error=exc.code)
+        match group.state:
+            case S.EMPTY:
+                return SyncResult(error=ErrorCode.unknown_member_id)
+            case S.PREPARING_REBALANCE:
+                return SyncResult(error=ErrorCode.rebalance_in_progress)
+            case S.STABLE:
+                self._synced(group, member_id)
+                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+                return SyncResult(protocol_type=group.protocol_type,
+                                  protocol_name=group.protocol_name,
+                                  assignment=member.assignment)
+        # CompletingRebalance: park until the leader's assignment is stored.
+        future: asyncio.Future[SyncResult] = self._future()
+        complete(member.sync_future, SyncResult(error=ErrorCode.rebalance_in_progress))
+        member.sync_future = future
+        self._synced(group, member_id)
+        if group.is_leader(member_id):
+            full = {m: assignments.get(m, b"") for m in group.members}
+            self.coordinator.spawn(self._store_assignment(group, generation_id, full))
+        return future
+
+    def _synced(self, group: ClassicGroup, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync:
+            self.timer.cancel(("sync", group.group_id))
+
+    async def _store_assignment(self, group: ClassicGroup, generation: int,
+                                assignments: dict[str, bytes]) -> None:
+        error: int = 0
+        try:
+            await self.store_group(group, assignments)
+        except GroupError as exc:
+            error = exc.code
+        # Members may have come or gone while the write was in flight.
+        if not group.is_in(S.COMPLETING_REBALANCE) or group.generation_id != generation:
+            return
+        if error:
+            self._reset_and_propagate_error(group, error)
+            self._maybe_prepare_rebalance(group, "storing the assignment failed")
+            return
+        self._set_and_propagate_assignment(group, assignments)
+        group.transition(S.STABLE, self._now())
+
+    # --- Heartbeat -------------------------------------------------------------------------
+    def heartbeat(self, shard: GroupShard, group_id: str, generation_id: int, member_id: str,
+                  instance_id: str | None) -> int:
+        try:
+            group = self.classic_group(shard, group_id)
+            if group is None:
+                raise GroupError(ErrorCode.unknown_member_id)
+            if group.is_in(S.DEAD):
+                raise GroupError(ErrorCode.coordinator_not_available)
+            if group.is_in(S.EMPTY):
+                raise GroupError(ErrorCode.unknown_member_id)
+            member = self._known_member(group, member_id, instance_id)
+            if generation_id != group.generation_id:
+                raise GroupError(ErrorCode.illegal_generation)
+        except GroupError as exc:
+            return exc.code
+        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        if group.is_in(S.PREPARING_REBALANCE):
+            return ErrorCode.rebalance_in_progress
+        return ErrorCode.none
+
+    def _schedule_heartbeat(self, group: ClassicGroup, member: ClassicMember,
+                            timeout_ms: int) -> None:
+        key = ("heartbeat", group.group_id, member.member_id)
+        self.timer.schedule(key, timeout_ms, lambda: self._heartbeat_expired(group, member))
+
+    def _heartbeat_expired(self, group: ClassicGroup, member: ClassicMember) -> None:
+        if group.members.get(member.member_id) is not member:
+            return
+        if not member.is_new and (member.awaiting_join or member.awaiting_sync):
+            # Parked in JoinGroup/SyncGroup: alive; the next phase reschedules the timer.
+            return
+        log.info("Member %s in group %s has failed, removing it from the group",
+                 member.member_id, group.group_id)
+        self.remove_member(group, member, "session timeout expired")
+
+    def _expire_pending(self, group: ClassicGroup, member_id: str) -> None:
+        if member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._check_join_complete(group)
+
+    # --- LeaveGroup and removal ------------------------------------------------------------
+    def leave(self, shard: GroupShard, group_id: str,
+              members: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+        """Remove members; returns (group-level error, per-member errors)."""
+        group = self.classic_group(shard, group_id)
+        if group is None:
+            return 0, [ErrorCode.unknown_member_id] * len(members)
+        if group.is_in(S.DEAD):
+            return ErrorCode.coordinator_not_available, []
+        errors: list[int] = []
+        for member_id, instance_id in members:
+            try:
+                if instance_id is not None and not member_id:
+                    mapped = group.static_member_id(instance_id)
+                    if mapped is None:
+                        raise GroupError(ErrorCode.unknown_member_id)
+                    member_id = mapped
+                if member_id in group.pending_members:
+                    group.pending_members.discard(member_id)
+                    self.timer.cancel(("pending", group.group_id, member_id))
+                    self._check_join_complete(group)
+                    errors.append(ErrorCode.none)
+                    continue
+                member = self._known_member(group, member_id, instance_id)
+            except GroupError as exc:
+                errors.append(exc.code)
+                continue
+            log.info("Member %s has left group %s through explicit LeaveGroup", member_id,
+                     group_id)
+            self.remove_member(group, member, "member left")
+            errors.append(ErrorCode.none)
+        return 0, errors
+
+    def _drop_member(self, group: ClassicGroup, member: ClassicMember, error: int) -> None:
+        complete(member.join_future, JoinResult(error=error, member_id=member.member_id))
+        complete(member.sync_future, SyncResult(error=error))
+        member.join_future = member.sync_future = None
+        self.timer.cancel(("heartbeat", group.group_id, member.member_id))
+        group.remove(member.member_id)
+
+    def remove_member(self, group: ClassicGroup, member: ClassicMember, reason: str) -> None:
+        """Kafka's removeMemberAndUpdateGroup."""
+        self._drop_member(group, member, ErrorCode.unknown_member_id)
+        if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
+        elif group.is_in(S.PREPARING_REBALANCE):
+            self._check_join_complete(group)
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start_loaded(self, group: ClassicGroup) -> None:
+        """Arm the session timers of a group just loaded from the log."""
+        for member in group.members.values():
+            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+
+    def shutdown_group(self, group: ClassicGroup, error: int) -> None:
+        """Answer every parked request with ``error`` and stop the group's timers."""
+        for member in group.members.values():
+            complete(member.join_future, JoinResult(error=error, member_id=member.member_id))
+            complete(member.sync_future, SyncResult(error=error))
+            member.join_future = member.sync_future = None
+            self.timer.cancel(("heartbeat", group.group_id, member.member_id))
+        for member_id in group.pending_members:
+            self.timer.cancel(("pending", group.group_id, member_id))
+        self.timer.cancel(("join", group.group_id))
+        self.timer.cancel(("sync", group.group_id))

@@ -1,0 +1,432 @@
+"""ConsumerGroupHeartbeat and ConsumerGroupDescribe: the KIP-848 consumer protocol.
+
+One heartbeat does everything: join (member epoch 0), leave (-1, or -2 for a static member
+that will come back), report owned partitions, change the subscription. The coordinator bumps
+the group epoch when something that affects the assignment changed (a member joined, left or
+changed its subscription; a subscribed topic appeared or grew), recomputes the target
+assignment with the server assignor, and moves the member one step towards it
+(:func:`.consumer_group.reconcile`). Members are fenced when they stop heartbeating for
+``group.consumer.session.timeout.ms``, or stay in revocation longer than their rebalance
+timeout.
+
+Durability: the group epoch is written (ConsumerGroupMetadata record); members are not, so
+after a coordinator restart members rejoin (they get UNKNOWN_MEMBER_ID and join again with epoch
+0) while committed offsets and the group itself survive.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import uuid
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from ...protocol.errors import ErrorCode
+from ..metadata.image import MetadataImage
+from ..metadata.validation import INTERNAL_TOPICS
+from .assignors import ASSIGNORS
+from .classic import ClassicGroup
+from .consumer_group import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+    ConsumerGroup,
+    ConsumerMember,
+    MemberState,
+    is_subset,
+    reconcile,
+)
+from .errors import GroupError
+from .records import ConsumerGroupKey
+
+if TYPE_CHECKING:
+    from .coordinator import GroupCoordinator
+    from .shard import GroupShard
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class HeartbeatRequest:
+    """The fields of a ConsumerGroupHeartbeat request (v0-1); None = unchanged."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(slots=True)
+class HeartbeatResult:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Assignment | None = None
+
+
+def new_member_id() -> str:
+    """A member id as Kafka's ``Uuid.randomUuid().toString()`` prints one (base64url)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def validate_heartbeat(req: HeartbeatRequest, version: int, assignors: tuple[str, ...]) -> None:
+    """Kafka's request checks; raises GroupError with INVALID_REQUEST and a reason."""
+
+    def invalid(message: str) -> GroupError:
+        return GroupError(ErrorCode.invalid_request, message)
+
+    if not req.group_id:
+        raise invalid("GroupId can't be empty.")
+    if req.instance_id is not None and not req.instance_id:
+        raise invalid("InstanceId can't be empty.")
+    if req.rack_id is not None and not req.rack_id:
+        raise invalid("RackId can't be empty.")
+    if req.member_epoch == 0:
+        if version >= 1 and not req.member_id:
+            raise invalid("MemberId can't be empty.")
+        if req.rebalance_timeout_ms == -1:
+            raise invalid("RebalanceTimeoutMs must be provided in first request.")
+        if req.owned is None or any(req.owned.values()):
+            raise invalid("TopicPartitions must be empty when (re-)joining.")
+        if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+            raise invalid("SubscribedTopicNames or SubscribedTopicRegex must be set in first "
+                          "request.")
+    elif req.member_epoch > 0 or req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+        if not req.member_id:
+            raise invalid("MemberId can't be empty.")
+        if req.member_epoch == STATIC_LEAVE_EPOCH and req.instance_id is None:
+            raise invalid("InstanceId can't be null when leaving with epoch -2.")
+    else:
+        raise invalid(f"MemberEpoch {req.member_epoch} is invalid.")
+    if req.server_assignor is not None and req.server_assignor not in assignors:
+        raise GroupError(ErrorCode.unsupported_assignor,
+                         f"ServerAssignor {req.server_assignor} is not supported. Supported "
+                         f"assignors: {', '.join(assignors)}.")
+    if req.subscribed_topic_regex is not None:
+        if version < 1:
+            raise invalid("SubscribedTopicRegex needs ConsumerGroupHeartbeat v1.")
+        try:
+            re.compile(req.subscribed_topic_regex)
+        except re.error as exc:
+            raise GroupError(ErrorCode.invalid_regular_expression,
+                             f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a "
+                             f"valid regular expression: {exc}.") from None
+
+
+class ConsumerProtocol:
+    """KIP-848 consumer groups over the coordinator's shards."""
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self.coordinator = coordinator
+        self.config = coordinator.config
+        self.timer = coordinator.timer
+
+    # --- metadata ------------------------------------------------------------------------
+    def topic_names(self) -> dict[uuid.UUID, str]:
+        return {t.topic_id: name for name, t in self.coordinator.image().topics_by_name.items()}
+
+    def _refresh_regex(self, group: ConsumerGroup, image: MetadataImage) -> None:
+        regexes = group.regexes()
+        if group.regex_version == image.offset and regexes <= set(group.resolved_regex):
+            return
+        names = [n for n in image.topics_by_name if n not in INTERNAL_TOPICS]
+        resolved = {}
+        for regex in regexes:
+            pattern = re.compile(regex)
+            resolved[regex] = {n for n in names if pattern.fullmatch(n)}
+        group.resolved_regex = resolved
+        group.regex_version = image.offset
+
+    @staticmethod
+    def _fingerprint(group: ConsumerGroup,
+                     image: MetadataImage) -> tuple[tuple[str, uuid.UUID, int], ...]:
+        result = []
+        for name in sorted(group.subscribed_topic_names()):
+            topic = image.topics_by_name.get(name)
+            if topic is not None:
+                result.append((name, topic.topic_id, len(topic.partitions)))
+        return tuple(result)
+
+    def _compute_target(self, group: ConsumerGroup, image: MetadataImage) -> None:
+        subscriptions: dict[str, set[uuid.UUID]] = {}
+        counts: dict[uuid.UUID, int] = {}
+        for member in group.members.values():
+            ids = set()
+            for name in group.member_topic_names(member):
+                topic = image.topics_by_name.get(name)
+                if topic is not None:
+                    ids.add(topic.topic_id)
+                    counts[topic.topic_id] = len(topic.partitions)
+            subscriptions[member.member_id] = ids
+        assignor = group.preferred_assignor(self.config.consumer_assignors[0])
+        group.target = ASSIGNORS[assignor](subscriptions, counts, group.target)
+        group.assignment_epoch = group.group_epoch
+
+    # --- groups --------------------------------------------------------------------------
+    def _group(self, shard: GroupShard, group_id: str, create: bool) -> ConsumerGroup:
+        group = shard.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            if not create or not self.coordinator.is_idle(group):
+                raise GroupError(ErrorCode.group_id_not_found,
+                                 f"Group {group_id} is not a consumer group.")
+            # An empty classic group (e.g. only committed offsets) becomes a consumer group.
+            self.coordinator.classic.shutdown_group(group, ErrorCode.not_coordinator)
+            group = None
+        if group is None:
+            if not create:
+                # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka treats as fatal; a lost
+                # member should rejoin instead, so this says the member is unknown.
+                raise GroupError(ErrorCode.unknown_member_id,
+                                 f"group {group_id} has no such member")
+            group = ConsumerGroup(group_id, self.timer.now_ms())
+            shard.groups[group_id] = group
+        return group
+
+    def drop_group(self, shard: GroupShard, group: ConsumerGroup) -> None:
+        """Forget an empty consumer group (it is turning into a classic group)."""
+        self.shutdown_group(group)
+        if shard.groups.get(group.group_id) is group:
+            del shard.groups[group.group_id]
+
+    def _store_epoch(self, shard: GroupShard, group: ConsumerGroup) -> None:
+        async def store() -> None:
+            try:
+                await self.coordinator.write(shard, [(ConsumerGroupKey(group.group_id),
+                                                      group.to_record())])
+            except GroupError as exc:
+                log.warning("could not store the epoch of group %s: %s", group.group_id, exc)
+
+        self.coordinator.spawn(store())
+
+    # --- heartbeat -----------------------------------------------------------------------
+    def heartbeat(self, shard: GroupShard, req: HeartbeatRequest,
+                  version: int) -> HeartbeatResult:
+        """Handle a ConsumerGroupHeartbeat; raises GroupError for error answers."""
+        if "consumer" not in self.config.rebalance_protocols:
+            raise GroupError(ErrorCode.unsupported_version,
+                             "the consumer group protocol is disabled "
+                             "(group.coordinator.rebalance.protocols)")
+        if req.member_epoch == 0 and not req.member_id:
+            req.member_id = new_member_id()
+        validate_heartbeat(req, version, self.config.consumer_assignors)
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(shard, req)
+        group = self._group(shard, req.group_id, create=req.member_epoch == 0)
+        image = self.coordinator.image()
+        now = self.timer.now_ms()
+        if req.member_epoch == 0:
+            member = self._joining_member(shard, group, req)
+            previous = None
+        else:
+            found = group.members.get(req.member_id)
+            if found is None:
+                raise GroupError(ErrorCode.unknown_member_id,
+                                 f"member {req.member_id} is not in group {req.group_id}")
+            self._check_epoch(found, req)
+            member = previous = found
+        updated = self._with_request(member, req)
+        bump = previous is None or (
+            set(updated.subscribed_topic_names) != set(previous.subscribed_topic_names)
+            or updated.subscribed_topic_regex != previous.subscribed_topic_regex
+            or updated.server_assignor != previous.server_assignor)
+        group.put_member(updated)
+        self._refresh_regex(group, image)
+        fingerprint = self._fingerprint(group, image)
+        if bump or fingerprint != group.subscription_fingerprint:
+            group.subscription_fingerprint = fingerprint
+            group.bump_epoch(now)
+            self._store_epoch(shard, group)
+        if group.group_epoch > group.assignment_epoch:
+            self._compute_target(group, image)
+        target = group.target.get(updated.member_id, {})
+        reconciled = reconcile(updated, group.assignment_epoch, target, req.owned,
+                               group.partition_epoch)
+        if reconciled is not updated:
+            group.put_member(reconciled)
+        self._arm_timers(shard, group, reconciled)
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.owned is not None
+            and (req.subscribed_topic_names is not None
+                 or req.subscribed_topic_regex is not None))
+        send = full or previous is None or previous.assigned != reconciled.assigned
+        return HeartbeatResult(reconciled.member_id, reconciled.member_epoch,
+                               self.config.consumer_heartbeat_interval_ms,
+                               reconciled.assigned if send else None)
+
+    def _joining_member(self, shard: GroupShard, group: ConsumerGroup,
+                        req: HeartbeatRequest) -> ConsumerMember:
+        if req.instance_id is not None:
+            existing_id = group.static_members.get(req.instance_id)
+            if existing_id is not None:
+                existing = group.members[existing_id]
+                if existing_id != req.member_id and existing.member_epoch != STATIC_LEAVE_EPOCH:
+                    raise GroupError(ErrorCode.unreleased_instance_id,
+                                     f"Static member {existing_id} with instance id "
+                                     f"{req.instance_id} is still in the group")
+                # The instance is back: it takes over the old member's partitions.
+                self._cancel_timers(group, existing_id)
+                group.remove_member(existing_id)
+                return replace(existing, member_id=req.member_id, member_epoch=0,
+                               state=MemberState.STABLE, pending_revocation={})
+        if req.member_id in group.members:
+            # The member lost its state (e.g. fenced and rejoining): start it afresh.
+            self._cancel_timers(group, req.member_id)
+            group.remove_member(req.member_id)
+        if len(group.members) >= self.config.consumer_max_size:
+            raise GroupError(ErrorCode.group_max_size_reached,
+                             f"The consumer group has reached its maximum capacity of "
+                             f"{self.config.consumer_max_size} members.")
+        return ConsumerMember(req.member_id)
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
+        epoch = req.member_epoch
+        if epoch > member.member_epoch:
+            raise GroupError(ErrorCode.fenced_member_epoch,
+                             f"The consumer group member has a greater member epoch ({epoch}) "
+                             f"than the one known by the group coordinator "
+                             f"({member.member_epoch}).")
+        if epoch < member.member_epoch and (
+                epoch != member.previous_member_epoch or req.owned is None
+                or not is_subset(req.owned, member.assigned)):
+            raise GroupError(ErrorCode.fenced_member_epoch,
+                             f"The consumer group member has a smaller member epoch ({epoch}) "
+                             f"than the one known by the group coordinator "
+                             f"({member.member_epoch}).")
+
+    @staticmethod
+    def _with_request(member: ConsumerMember, req: HeartbeatRequest) -> ConsumerMember:
+        changes: dict[str, Any] = {"client_id": req.client_id or member.client_id,
+                                   "client_host": req.client_host or member.client_host}
+        if req.instance_id is not None:
+            changes["instance_id"] = req.instance_id
+        if req.rack_id is not None:
+            changes["rack_id"] = req.rack_id
+        if req.rebalance_timeout_ms != -1:
+            changes["rebalance_timeout_ms"] = req.rebalance_timeout_ms
+        if req.subscribed_topic_names is not None:
+            changes["subscribed_topic_names"] = sorted(set(req.subscribed_topic_names))
+        if req.subscribed_topic_regex is not None:
+            changes["subscribed_topic_regex"] = req.subscribed_topic_regex or None
+        if req.server_assignor is not None:
+            changes["server_assignor"] = req.server_assignor
+        return replace(member, **changes)
+
+    def _leave(self, shard: GroupShard, req: HeartbeatRequest) -> HeartbeatResult:
+        group = shard.groups.get(req.group_id)
+        if not isinstance(group, ConsumerGroup):
+            raise GroupError(ErrorCode.group_id_not_found,
+                             f"Group {req.group_id} not found.")
+        member = group.members.get(req.member_id)
+        if member is None and req.instance_id is not None:
+            static_id = group.static_members.get(req.instance_id)
+            member = group.members.get(static_id or "")
+        if member is None:
+            raise GroupError(ErrorCode.unknown_member_id,
+                             f"member {req.member_id} is not in group {req.group_id}")
+        if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            # A static member leaving for a while keeps its partitions until its session
+            # times out or the same instance joins again.
+            group.put_member(replace(member, member_epoch=STATIC_LEAVE_EPOCH))
+            self.timer.cancel(("cg-rebalance", group.group_id, member.member_id))
+            log.info("[GroupId %s] Static member %s left the group temporarily",
+                     group.group_id, member.member_id)
+        else:
+            log.info("[GroupId %s] Member %s left the consumer group", group.group_id,
+                     member.member_id)
+            self._remove(shard, group, member.member_id)
+        return HeartbeatResult(req.member_id, req.member_epoch, 0, None)
+
+    def _remove(self, shard: GroupShard, group: ConsumerGroup, member_id: str) -> None:
+        self._cancel_timers(group, member_id)
+        if group.remove_member(member_id) is not None:
+            group.bump_epoch(self.timer.now_ms())
+            self._store_epoch(shard, group)
+
+    # --- timers --------------------------------------------------------------------------
+    def _arm_timers(self, shard: GroupShard, group: ConsumerGroup,
+                    member: ConsumerMember) -> None:
+        member_id = member.member_id
+        self.timer.schedule(("cg-session", group.group_id, member_id),
+                            self.config.consumer_session_timeout_ms,
+                            lambda: self._fence(shard, group, member_id, "session timeout"))
+        rebalance_key = ("cg-rebalance", group.group_id, member_id)
+        if member.state == MemberState.UNREVOKED_PARTITIONS:
+            if not self.timer.is_scheduled(rebalance_key):
+                epoch = member.member_epoch
+                self.timer.schedule(rebalance_key, member.rebalance_timeout_ms,
+                                    lambda: self._revocation_expired(shard, group, member_id,
+                                                                     epoch))
+        else:
+            self.timer.cancel(rebalance_key)
+
+    def _cancel_timers(self, group: ConsumerGroup, member_id: str) -> None:
+        self.timer.cancel(("cg-session", group.group_id, member_id))
+        self.timer.cancel(("cg-rebalance", group.group_id, member_id))
+
+    def _fence(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
+               reason: str) -> None:
+        if shard.groups.get(group.group_id) is not group or member_id not in group.members:
+            return
+        log.info("[GroupId %s] Member %s fenced from the group because of %s",
+                 group.group_id, member_id, reason)
+        self._remove(shard, group, member_id)
+
+    def _revocation_expired(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
+                            epoch: int) -> None:
+        member = group.members.get(member_id)
+        if (member is not None and member.state == MemberState.UNREVOKED_PARTITIONS
+                and member.member_epoch == epoch):
+            self._fence(shard, group, member_id, "rebalance timeout (partitions not revoked)")
+
+    # --- lifecycle -----------------------------------------------------------------------
+    def start_loaded(self, shard: GroupShard, group: ConsumerGroup) -> None:
+        """Groups are loaded without members; nothing to arm."""
+
+    def shutdown_group(self, group: ConsumerGroup) -> None:
+        for member_id in list(group.members):
+            self._cancel_timers(group, member_id)
+
+    # --- describe ------------------------------------------------------------------------
+    def describe(self, shard: GroupShard, group_id: str) -> dict[str, Any]:
+        """One ConsumerGroupDescribe entry (raises GroupError for unknown groups)."""
+        group = shard.groups.get(group_id)
+        if not isinstance(group, ConsumerGroup):
+            raise GroupError(ErrorCode.group_id_not_found,
+                             f"Group {group_id} not found." if group is None
+                             else f"Group {group_id} is not a consumer group.")
+        names = self.topic_names()
+
+        def partitions(assignment: Assignment) -> dict[str, Any]:
+            return {"topic_partitions": [
+                {"topic_id": t, "topic_name": names.get(t, ""), "partitions": sorted(p)}
+                for t, p in sorted(assignment.items(), key=lambda i: names.get(i[0], ""))
+                if p]}
+
+        members = []
+        for m in group.members.values():
+            members.append({
+                "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+                "member_epoch": m.member_epoch, "client_id": m.client_id,
+                "client_host": m.client_host,
+                "subscribed_topic_names": list(m.subscribed_topic_names),
+                "subscribed_topic_regex": m.subscribed_topic_regex,
+                "assignment": partitions(m.assigned),
+                "target_assignment": partitions(group.target.get(m.member_id, {})),
+                "member_type": 1,
+            })
+        return {"error_code": ErrorCode.none, "group_id": group_id,
+                "group_state": group.state_name(), "group_epoch": group.group_epoch,
+                "assignment_epoch": group.assignment_epoch,
+                "assignor_name": group.preferred_assignor(self.config.consumer_assignors[0]),
+                "members": members}

@@ -1,0 +1,133 @@
+"""One partition of ``__consumer_offsets`` and the state its records describe.
+
+A shard holds the groups whose id hashes to its partition and their committed offsets. Loading
+replays the partition's records in log order through :meth:`GroupShard.replay`; at run time
+offset commits take the same path (append, then replay), so the state after a restart equals
+the state before it. Classic groups also keep transient state (members parked in JoinGroup,
+timers) that no record holds; their GroupMetadata record is a snapshot written at the end of
+each rebalance, which is exactly what Kafka persists.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Union
+
+from .classic import ClassicGroup
+from .records import (
+    ConsumerGroupKey,
+    ConsumerGroupValue,
+    GroupKey,
+    GroupValue,
+    Key,
+    OffsetKey,
+    OffsetValue,
+    SkippedKey,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from .consumer_group import ConsumerGroup
+
+log = logging.getLogger(__name__)
+
+Group = Union[ClassicGroup, "ConsumerGroup"]
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class CommittedOffset:
+    """A committed offset as OffsetFetch returns it, plus where its record sits in the log."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int
+    record_offset: int
+
+
+class OffsetStore:
+    """Committed offsets per group, fed only by :meth:`replay`."""
+
+    def __init__(self) -> None:
+        self.by_group: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+
+    def replay(self, key: OffsetKey, value: OffsetValue | None, record_offset: int) -> None:
+        """Apply one OffsetCommit record (None = tombstone) found at ``record_offset``.
+
+        A record older than what is already applied is ignored, so concurrent appends that
+        complete out of order cannot roll an offset back.
+        """
+        tp = (key.topic, key.partition)
+        offsets = self.by_group.get(key.group)
+        existing = offsets.get(tp) if offsets is not None else None
+        if existing is not None and existing.record_offset > record_offset:
+            return
+        if value is None:
+            if offsets is not None and existing is not None:
+                del offsets[tp]
+                if not offsets:
+                    del self.by_group[key.group]
+            return
+        self.by_group.setdefault(key.group, {})[tp] = CommittedOffset(
+            value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
+            value.expire_timestamp, record_offset,
+        )
+
+    def of(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        return self.by_group.get(group_id, {})
+
+    def has_offsets(self, group_id: str) -> bool:
+        return bool(self.by_group.get(group_id))
+
+
+class GroupShard:
+    """Groups and offsets of one ``__consumer_offsets`` partition."""
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.groups: dict[str, Group] = {}
+        self.offsets = OffsetStore()
+        # Latest GroupMetadata / ConsumerGroupMetadata value per group while loading.
+        self._loaded_classic: dict[str, GroupValue] = {}
+        self._loaded_consumer: dict[str, ConsumerGroupValue] = {}
+
+    def replay(self, key: Key, value: Value | None, record_offset: int) -> None:
+        """Apply one record read back from the log while loading."""
+        match key:
+            case OffsetKey():
+                assert value is None or isinstance(value, OffsetValue)
+                self.offsets.replay(key, value, record_offset)
+            case GroupKey():
+                if value is None:
+                    self._loaded_classic.pop(key.group, None)
+                else:
+                    assert isinstance(value, GroupValue)
+                    self._loaded_classic[key.group] = value
+                    self._loaded_consumer.pop(key.group, None)
+            case ConsumerGroupKey():
+                if value is None:
+                    self._loaded_consumer.pop(key.group, None)
+                else:
+                    assert isinstance(value, ConsumerGroupValue)
+                    self._loaded_consumer[key.group] = value
+                    self._loaded_classic.pop(key.group, None)
+            case SkippedKey():
+                pass
+
+    def finish_load(self, now_ms: int) -> None:
+        """Turn the replayed snapshots into groups; groups with only offsets become empty
+        classic groups (Kafka's "simple" groups)."""
+        from .consumer_group import ConsumerGroup
+
+        for group_id, value in self._loaded_classic.items():
+            self.groups[group_id] = ClassicGroup.replay(group_id, value, now_ms)
+        for group_id, cvalue in self._loaded_consumer.items():
+            self.groups[group_id] = ConsumerGroup.replay(group_id, cvalue, now_ms)
+        for group_id in self.offsets.by_group:
+            if group_id not in self.groups:
+                self.groups[group_id] = ClassicGroup(group_id, now_ms)
+        self._loaded_classic.clear()
+        self._loaded_consumer.clear()

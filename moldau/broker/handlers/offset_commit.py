@@ -1,0 +1,56 @@
+"""OffsetCommit (key 8), versions 2-9.
+
+Commits are validated against the group (classic: member and generation, with
+REBALANCE_IN_PROGRESS while the group completes a rebalance; KIP-848: member epoch, else
+STALE_MEMBER_EPOCH), written to ``__consumer_offsets`` with Kafka's record layout, and answered
+once written. A commit with generation -1 and no member id ("simple" commit, as kcat and
+``assign()``-based consumers send) is accepted for a group without members and creates it if
+needed. Metadata longer than ``offset.metadata.max.bytes`` gets OFFSET_METADATA_TOO_LARGE for
+that partition. v2-4's retention time, when set, becomes the offset's expire timestamp; v6+
+stores the committed leader epoch; v7+ checks ``group.instance.id`` (FENCED_INSTANCE_ID); v9+
+answers GROUP_ID_NOT_FOUND instead of ILLEGAL_GENERATION for an unknown group.
+
+Left out: v10 (topic ids); transactional commits (TxnOffsetCommit) come with transactions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.entities import to_ms
+from ..dispatch import RequestContext, handler
+from ..group.errors import GroupError
+from ..group.offsets import OffsetToCommit
+from ..group.service import coordinator_of
+
+
+@handler(ApiKey.OFFSET_COMMIT, 2, 9)
+async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    entries = [
+        OffsetToCommit(topic.name, p.partition_index, p.committed_offset,
+                       getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
+        for topic in request.topics for p in topic.partitions
+    ]
+    retention = -1
+    if ctx.version <= 4:
+        retention = to_ms(request.retention_time)
+    try:
+        coordinator = coordinator_of(ctx.broker)
+        shard = coordinator.shard_of_group(request.group_id)
+        errors = await coordinator.offsets.commit(
+            shard, request.group_id, request.generation_id_or_member_epoch,
+            request.member_id or "", getattr(request, "group_instance_id", None), entries,
+            version=ctx.version, retention_ms=retention)
+    except GroupError as exc:
+        errors = [exc.code] * len(entries)
+    results = iter(errors)
+    return ctx.respond({
+        "throttle_time": 0,
+        "topics": [
+            {"name": topic.name,
+             "partitions": [{"partition_index": p.partition_index, "error_code": next(results)}
+                            for p in topic.partitions]}
+            for topic in request.topics
+        ],
+    })

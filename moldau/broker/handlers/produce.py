@@ -1,0 +1,70 @@
+"""Produce (key 0), versions 3-10.
+
+Each partition's record set is validated once (magic 2 only -> UNSUPPORTED_FOR_MESSAGE_FORMAT,
+CRC-32C -> CORRUPT_MESSAGE, ``max.message.bytes`` -> MESSAGE_TOO_LARGE, timestamps), checked
+against the idempotent producer's state (retries of an appended batch are answered with the
+original offsets; gaps get OUT_OF_ORDER_SEQUENCE_NUMBER), and appended as opaque bytes with
+offsets patched in place. acks=0 sends no response (and closes the connection if a partition
+failed, as Kafka does, so the client notices); acks=1 answers after the leader's append;
+acks=all waits until the ISR has the batch, subject to ``min.insync.replicas``
+(NOT_ENOUGH_REPLICAS otherwise). Internal topics cannot be written by clients.
+
+Left out: Produce v11+ (KIP-951 leader hints and v12/13 transaction verification and topic
+ids); recompression when a topic's ``compression.type`` differs from the batch's codec is done
+by the partition layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...protocol.api_keys import ApiKey
+from ...protocol.encoders.produce import PartitionProduceResult, encode_produce_response
+from ...protocol.entities import to_ms
+from ...protocol.errors import ErrorCode
+from ..dispatch import RawResponse, RequestContext, handler
+
+
+@handler(ApiKey.PRODUCE, 3, 10)
+def handle_produce(ctx: RequestContext, request: Any) -> Any:
+    manager = ctx.broker.replica_manager
+    acks = request.acks
+    transactional_id = request.transactional_id
+    results: list[tuple[str, list[PartitionProduceResult]]] = []
+    pending = []
+    failed = False
+    for topic_data in request.topic_data:
+        partitions: list[PartitionProduceResult] = []
+        for partition_data in topic_data.partition_data:
+            if acks not in (0, 1, -1):
+                outcome = manager.reject(ErrorCode.invalid_required_acks,
+                                         f"acks must be 0, 1 or -1 (all), got {acks}")
+            else:
+                outcome = manager.append_records(
+                    topic_data.name, partition_data.index, partition_data.records,
+                    acks=acks, transactional_id=transactional_id,
+                )
+            failed = failed or outcome.error != ErrorCode.none
+            partitions.append(outcome.result(partition_data.index))
+            if outcome.wait_for_offset is not None:
+                pending.append((topic_data.name, partition_data.index, outcome, partitions,
+                                len(partitions) - 1))
+        results.append((topic_data.name, partitions))
+    if acks == 0:
+        if failed:
+            # The client expects no answer; closing tells it something went wrong (Kafka).
+            ctx.connection.close("closing connection after a failed acks=0 produce")
+        return None
+    if pending:
+        return _await_replication(ctx, results, pending, to_ms(request.timeout))
+    return RawResponse(encode_produce_response(ctx.version, results))
+
+
+async def _await_replication(ctx: RequestContext, results: list[Any], pending: list[Any],
+                             timeout_ms: int) -> RawResponse:
+    manager = ctx.broker.replica_manager
+    for topic, index, outcome, partitions, position in pending:
+        error = await manager.wait_for_isr(topic, index, outcome.wait_for_offset, timeout_ms)
+        if error != ErrorCode.none:
+            partitions[position] = outcome.failed(index, error)
+    return RawResponse(encode_produce_response(ctx.version, results))

@@ -1,0 +1,128 @@
+"""A partition replica on this broker: its log, leadership, high watermark and ISR.
+
+A single node is a cluster of one: every partition has a leader epoch, a high watermark and an
+ISR (just this broker) from the start, so replication adds followers without changing callers.
+The high watermark is the smallest log end offset among ISR members; with an ISR of one it
+follows the leader's log end offset on every append.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.records.batch import BatchHeader
+from ..storage.log import Log
+from .metadata.image import PartitionState
+from .purgatory import Purgatory
+
+
+@dataclass(slots=True)
+class AppendResult:
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    log_start_offset: int
+
+
+@dataclass(slots=True)
+class PartitionRead:
+    error: ErrorCode
+    records: bytes | memoryview | None
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted: list[tuple[int, int]] | None
+
+
+class Partition:
+    """One topic-partition hosted here."""
+
+    def __init__(self, topic: str, index: int, topic_id: uuid.UUID, log: Log, *, node_id: int,
+                 purgatory: Purgatory, time_ms: Callable[[], int]) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = log
+        self.node_id = node_id
+        self.purgatory = purgatory
+        self.time_ms = time_ms
+        self.key = (topic, index)
+        self.leader = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.isr: list[int] = []
+        self.replicas: list[int] = []
+        self.topic_config: dict[str, Any] = {}
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader == self.node_id
+
+    def apply_state(self, state: PartitionState) -> None:
+        """Take the leader/ISR/epoch the metadata image says this partition has."""
+        became_leader = state.leader == self.node_id and (
+            not self.is_leader or state.leader_epoch != self.leader_epoch
+        )
+        self.leader, self.isr, self.replicas = state.leader, list(state.isr), list(state.replicas)
+        self.partition_epoch = state.partition_epoch
+        self.leader_epoch = state.leader_epoch
+        if became_leader:
+            self.log.assign_epoch_start_offset(state.leader_epoch)
+        self._maybe_advance_high_watermark()
+
+    def check_leader_epoch(self, requested: int) -> ErrorCode:
+        if requested < 0 or requested == self.leader_epoch:
+            return ErrorCode.none
+        if requested < self.leader_epoch:
+            return ErrorCode.fenced_leader_epoch
+        return ErrorCode.unknown_leader_epoch
+
+    # --- writes --------------------------------------------------------------------------
+    def append_as_leader(self, buf: bytearray, headers: list[BatchHeader]) -> AppendResult:
+        """Append validated batches; raises KafkaError for producer-state errors."""
+        if not self.is_leader:
+            raise KafkaError(
+                ErrorCode.not_leader_or_follower,
+                f"Broker {self.node_id} is not the leader of {self.topic}-{self.index}",
+            )
+        append_time = self.time_ms() if self.log.config.log_append_time else None
+        info = self.log.append(buf, headers, self.leader_epoch, append_time)
+        if not info.duplicate:
+            self._maybe_advance_high_watermark()
+            self.purgatory.notify(self.key)
+        return AppendResult(info.first_offset, info.last_offset, info.log_append_time_ms,
+                            info.log_start_offset)
+
+    def _maybe_advance_high_watermark(self) -> None:
+        if self.is_leader and self.isr == [self.node_id]:
+            end = self.log.log_end_offset
+            if end > self.log.high_watermark:
+                self.log.update_high_watermark(end)
+
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.log.first_unstable_offset()
+        if first_unstable is None:
+            return self.high_watermark
+        return min(first_unstable, self.high_watermark)
+
+    # --- reads ---------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, committed: bool, min_one: bool) -> PartitionRead:
+        limit = self.last_stable_offset if committed else self.high_watermark
+        start = self.log.log_start_offset
+        if offset < start or offset > self.log.log_end_offset:
+            return PartitionRead(ErrorCode.offset_out_of_range, None, self.high_watermark,
+                                 self.last_stable_offset, start, None)
+        data = self.log.read(offset, max_bytes, limit, min_one).records
+        # Aborted transactions come with the transactions work; until then there are none.
+        aborted: list[tuple[int, int]] | None = [] if committed else None
+        return PartitionRead(ErrorCode.none, data, self.high_watermark,
+                             self.last_stable_offset, start, aborted)

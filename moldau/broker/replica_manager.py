@@ -1,0 +1,258 @@
+"""The partitions this broker hosts, kept in line with the metadata image, and the produce,
+fetch, list-offsets and delete-records paths through them.
+
+``reconcile`` runs after every metadata change (and at start-up): it opens logs for partitions
+assigned here, deletes logs of removed topics, applies leader/ISR changes and pushes topic
+configs into the logs, so a config change takes effect on the next append or retention run.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..protocol.encoders.fetch import FetchPartitionData
+from ..protocol.encoders.produce import PartitionProduceResult
+from ..protocol.errors import ErrorCode, KafkaError
+from ..storage.config import LogConfig
+from .metadata.configs import effective_topic_config
+from .metadata.image import MetadataImage
+from .metadata.records import ConfigRecord, MetadataRecord, RemoveTopicRecord
+from .metadata.validation import INTERNAL_TOPICS
+from .partition import Partition
+from .produce_validation import Rejection, check_record_set
+from .purgatory import Purgatory
+
+
+def kafka_uuid(value: uuid.UUID) -> str:
+    """Kafka's text form of a Uuid (URL-safe base64 without padding)."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+
+
+if TYPE_CHECKING:
+    from .server import Broker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ProduceOutcome:
+    error: ErrorCode
+    message: str | None = None
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    wait_for_offset: int | None = None
+
+    def result(self, index: int) -> PartitionProduceResult:
+        return PartitionProduceResult(index, self.error, self.base_offset,
+                                      self.log_append_time_ms, self.log_start_offset,
+                                      self.message)
+
+    def failed(self, index: int, error: ErrorCode) -> PartitionProduceResult:
+        return PartitionProduceResult(index, error, -1, -1, -1, None)
+
+
+@dataclass(slots=True)
+class FetchTarget:
+    topic: str | None
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    unknown_id: bool = False
+
+
+@dataclass(slots=True)
+class FetchRead:
+    topics: list[tuple[Any, list[FetchPartitionData]]]
+    total_bytes: int
+    has_error: bool
+
+
+class ReplicaManager:
+    """Owns the :class:`Partition` objects of this broker."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.node_id = broker.node_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.purgatory = Purgatory()
+
+    # --- metadata ------------------------------------------------------------------------
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        topic = self.broker.image.topics_by_id.get(topic_id)
+        return topic.name if topic is not None else None
+
+    def get(self, topic: str | None, index: int) -> Partition | None:
+        if topic is None:
+            return None
+        return self.partitions.get((topic, index))
+
+    def log_config(self, topic: str) -> LogConfig:
+        return LogConfig.from_dict(
+            effective_topic_config(self.broker.image, self.broker.config, topic)
+        )
+
+    def on_metadata(self, image: MetadataImage, records: Sequence[MetadataRecord]) -> None:
+        """Controller listener: reconcile the topics these records touch."""
+        touched: set[str] = set()
+        removed: set[str] = set()
+        all_topics = False
+        for record in records:
+            if isinstance(record, RemoveTopicRecord):
+                removed.update(t for (t, _), p in self.partitions.items()
+                               if p.topic_id == record.topic_id)
+            elif isinstance(record, ConfigRecord):
+                if record.resource_type == 2:
+                    touched.add(record.resource_name)
+                else:
+                    all_topics = True
+            elif hasattr(record, "topic_id"):
+                topic = image.topics_by_id.get(record.topic_id)  # type: ignore[attr-defined]
+                if topic is not None:
+                    touched.add(topic.name)
+        for name in removed:
+            self._remove_topic(name)
+        self.reconcile(image.topics_by_name if all_topics else touched)
+
+    def reconcile(self, topics: Iterable[str]) -> None:
+        image = self.broker.image
+        logs = self.broker.log_manager
+        for name in list(topics):
+            topic = image.topics_by_name.get(name)
+            if topic is None:
+                continue
+            config = self.log_config(name)
+            raw_config = effective_topic_config(image, self.broker.config, name)
+            for index, state in topic.partitions.items():
+                if self.node_id not in state.replicas:
+                    continue
+                partition = self.partitions.get((name, index))
+                if partition is None:
+                    partition_log = logs.get_or_create_log(
+                        name, index, config, topic_id=kafka_uuid(topic.topic_id))
+                    partition = Partition(name, index, topic.topic_id, partition_log,
+                                          node_id=self.node_id, purgatory=self.purgatory,
+                                          time_ms=self.broker.time_ms)
+                    self.partitions[(name, index)] = partition
+                elif partition.log.config != config:
+                    partition.log.update_config(config)
+                partition.topic_config = raw_config
+                partition.apply_state(state)
+
+    def _remove_topic(self, name: str) -> None:
+        for key in [k for k in self.partitions if k[0] == name]:
+            partition = self.partitions.pop(key)
+            self.broker.log_manager.delete_log(partition.topic, partition.index)
+            self.purgatory.notify(key)
+        log.info("deleted the logs of topic %s", name)
+
+    # --- produce -------------------------------------------------------------------------
+    def reject(self, error: ErrorCode, message: str) -> ProduceOutcome:
+        return ProduceOutcome(error, message)
+
+    def append_records(self, topic: str, index: int, records: bytes | None, *, acks: int,
+                       transactional_id: str | None, internal: bool = False) -> ProduceOutcome:
+        if topic in INTERNAL_TOPICS and not internal:
+            return ProduceOutcome(ErrorCode.invalid_topic_exception,
+                                  f"Cannot append to internal topic {topic}")
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            if topic in self.broker.image.topics_by_name:
+                return ProduceOutcome(ErrorCode.not_leader_or_follower,
+                                      f"This broker does not host {topic}-{index}")
+            return ProduceOutcome(ErrorCode.unknown_topic_or_partition,
+                                  f"This server does not host this topic-partition: "
+                                  f"{topic}-{index}")
+        config = partition.log.config
+        tc = partition.topic_config
+        checked = check_record_set(
+            records,
+            max_message_bytes=config.max_message_bytes,
+            segment_bytes=config.segment_bytes,
+            now_ms=self.broker.time_ms(),
+            timestamp_before_max_ms=tc.get("message.timestamp.before.max.ms", 2**63 - 1),
+            timestamp_after_max_ms=tc.get("message.timestamp.after.max.ms", 2**63 - 1),
+            log_append_time=config.log_append_time,
+        )
+        if isinstance(checked, Rejection):
+            return ProduceOutcome(checked.code, checked.message)
+        if acks == -1:
+            min_isr = tc.get("min.insync.replicas", 1)
+            if len(partition.isr) < min_isr:
+                return ProduceOutcome(
+                    ErrorCode.not_enough_replicas,
+                    f"The ISR of {topic}-{index} has {len(partition.isr)} members; "
+                    f"min.insync.replicas is {min_isr}")
+        assert records is not None
+        try:
+            result = partition.append_as_leader(bytearray(records), checked)
+        except KafkaError as exc:
+            return ProduceOutcome(exc.code, exc.message)
+        wait = None
+        if acks == -1 and partition.high_watermark <= result.last_offset:
+            wait = result.last_offset + 1
+        return ProduceOutcome(ErrorCode.none, None, result.first_offset,
+                              result.log_append_time_ms, result.log_start_offset, wait)
+
+    async def wait_for_isr(self, topic: str, index: int, offset: int,
+                           timeout_ms: int) -> ErrorCode:
+        """Wait until the high watermark passes ``offset`` (acks=all)."""
+        import time
+
+        deadline = time.monotonic() + timeout_ms / 1000
+        while True:
+            partition = self.partitions.get((topic, index))
+            if partition is None or not partition.is_leader:
+                return ErrorCode.not_leader_or_follower
+            if partition.high_watermark >= offset:
+                return ErrorCode.none
+            if not await self.purgatory.wait([(topic, index)], deadline - time.monotonic()):
+                return ErrorCode.request_timed_out
+
+    # --- fetch ---------------------------------------------------------------------------
+    def read_for_fetch(self, plan: list[tuple[Any, list[Any]]], max_bytes: int,
+                       committed: bool) -> FetchRead:
+        total = 0
+        has_error = False
+        topics = []
+        for key, targets in plan:
+            entries = []
+            for t in targets:
+                partition = self.get(t.topic, t.partition)
+                if partition is None:
+                    has_error = True
+                    error = (ErrorCode.unknown_topic_id if t.unknown_id
+                             else ErrorCode.unknown_topic_or_partition)
+                    if t.topic in self.broker.image.topics_by_name:
+                        error = ErrorCode.not_leader_or_follower
+                    entries.append(FetchPartitionData(t.partition, error))
+                    continue
+                error = partition.check_leader_epoch(t.current_leader_epoch)
+                if error == ErrorCode.none and not partition.is_leader:
+                    error = ErrorCode.not_leader_or_follower
+                if error != ErrorCode.none:
+                    has_error = True
+                    entries.append(FetchPartitionData(t.partition, error))
+                    continue
+                budget = min(t.max_bytes, max_bytes - total)
+                read = partition.read(t.fetch_offset, max(budget, 0), committed,
+                                      min_one=total == 0)
+                if read.error != ErrorCode.none:
+                    has_error = True
+                size = len(read.records) if read.records is not None else 0
+                total += size
+                entries.append(FetchPartitionData(
+                    t.partition, read.error, read.high_watermark, read.last_stable_offset,
+                    read.log_start_offset, read.aborted, -1,
+                    read.records if read.records is not None else b""))
+            topics.append((key, entries))
+        return FetchRead(topics, total, has_error)
+
+    def follower_fetch(self, ctx: Any, request: Any) -> Any:
+        raise KafkaError(ErrorCode.not_leader_or_follower, "replication is not enabled")
