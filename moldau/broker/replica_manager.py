@@ -11,13 +11,14 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.encoders.fetch import FetchPartitionData
 from ..protocol.encoders.produce import PartitionProduceResult
 from ..protocol.errors import ErrorCode, KafkaError
+from ..protocol.records.batch import iter_batches
 from ..storage.config import LogConfig
 from .metadata.configs import effective_topic_config
 from .metadata.image import MetadataImage
@@ -199,6 +200,32 @@ class ReplicaManager:
             wait = result.last_offset + 1
         return ProduceOutcome(ErrorCode.none, None, result.first_offset,
                               result.log_append_time_ms, result.log_start_offset, wait)
+
+    def append_internal(self, topic: str, index: int, batch: bytes) -> ProduceOutcome:
+        """Append an already-built batch to an internal topic (group and transaction
+        coordinators). Same validation and offset assignment as a client produce."""
+        return self.append_records(topic, index, batch, acks=1, transactional_id=None,
+                                   internal=True)
+
+    def iter_batches(self, topic: str, index: int, start: int | None = None,
+                     chunk_bytes: int = 1 << 20) -> Iterator[bytes | memoryview]:
+        """Raw chunks of whole batches of a hosted partition from ``start`` (default: the log
+        start) to the log end, for coordinators loading their state."""
+        partition = self.partitions.get((topic, index))
+        if partition is None:
+            return
+        offset = partition.log.log_start_offset if start is None else start
+        while offset < partition.log.log_end_offset:
+            result = partition.log.read(offset, chunk_bytes)
+            if not result.records:
+                return
+            yield result.records
+            last = None
+            for _pos, header in iter_batches(result.records):
+                last = header
+            if last is None:
+                return
+            offset = last.next_offset
 
     async def wait_for_isr(self, topic: str, index: int, offset: int,
                            timeout_ms: int) -> ErrorCode:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +56,7 @@ class Broker:
         self.load_stats: Any = None
         self._background: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
+        self._producer_ids: Iterator[int] | None = None
         load_handlers()
 
     @property
@@ -146,6 +147,16 @@ class Broker:
         await self._stopped.wait()
 
     # --- used by handlers --------------------------------------------------------------
+    def next_producer_id(self) -> int:
+        """A producer id never issued before (from a block the controller allocated)."""
+        if not self._producer_ids:
+            self._producer_ids = iter(self.controller.allocate_producer_ids(self.node_id))
+        try:
+            return next(self._producer_ids)
+        except StopIteration:
+            self._producer_ids = iter(self.controller.allocate_producer_ids(self.node_id))
+            return next(self._producer_ids)
+
     def auto_create_topics(self, names: list[str]) -> None:
         results = self.controller.create_topics([TopicSpec(name) for name in names])
         for result in results:
