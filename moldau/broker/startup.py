@@ -94,6 +94,10 @@ async def open_node(broker: Broker) -> None:
                      stray.topic, stray.partition)
             manager.delete_log(stray.topic, stray.partition)
     broker.spawn(_housekeeping(broker))
+    # Group coordinator (moldau/broker/group): follows __consumer_offsets leadership.
+    from .group.service import start_group_coordinator
+
+    await start_group_coordinator(broker)
 
 
 async def _periodic(interval_s: float, fn: Callable[[], Any], what: str) -> None:

@@ -291,10 +291,10 @@ class ClassicProtocol:
             self.timer.schedule(join_key, group.rebalance_timeout_ms(),
                                 lambda: self._complete_join(group))
             initial = False
-        group.transition(S.PREPARING_REBALANCE, self._now())
-        group.initial_delay_active = initial
         log.info("Preparing to rebalance group %s in state %s with old generation %d "
                  "(reason: %s)", group.group_id, group.state.value, group.generation_id, reason)
+        group.transition(S.PREPARING_REBALANCE, self._now())
+        group.initial_delay_active = initial
         if not initial:
             self._check_join_complete(group)
 
