@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 from ..protocol.encoders.fetch import FetchPartitionData
 from ..protocol.encoders.produce import PartitionProduceResult
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records.batch import iter_batches
+from ..protocol.records.batch import BatchHeader, iter_batches, validate_batches
+from ..protocol.records.codec import recompress_batch
+from ..protocol.records.compression import Codec
 from ..storage.config import LogConfig
 from .metadata.configs import effective_topic_config
 from .metadata.image import MetadataImage
@@ -27,6 +29,23 @@ from .metadata.validation import INTERNAL_TOPICS
 from .partition import Partition
 from .produce_validation import Rejection, check_record_set
 from .purgatory import Purgatory
+
+_TARGET_CODECS = {"uncompressed": Codec.NONE, "gzip": Codec.GZIP, "snappy": Codec.SNAPPY,
+                  "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
+
+
+def recompress(buf: bytearray, headers: list[BatchHeader],
+               codec: Codec) -> tuple[bytearray, list[BatchHeader]]:
+    """Rewrite batches whose codec differs from the topic's ``compression.type``."""
+    out = bytearray()
+    pos = 0
+    for header in headers:
+        if header.compression == codec:
+            out += buf[pos : pos + header.size]
+        else:
+            out += recompress_batch(buf, pos, codec)
+        pos += header.size
+    return out, validate_batches(out)
 
 
 def kafka_uuid(value: uuid.UUID) -> str:
@@ -191,8 +210,12 @@ class ReplicaManager:
                     f"The ISR of {topic}-{index} has {len(partition.isr)} members; "
                     f"min.insync.replicas is {min_isr}")
         assert records is not None
+        buf = bytearray(records)
+        target = _TARGET_CODECS.get(tc.get("compression.type", "producer"))
+        if target is not None and any(h.compression != target for h in checked):
+            buf, checked = recompress(buf, checked, target)
         try:
-            result = partition.append_as_leader(bytearray(records), checked)
+            result = partition.append_as_leader(buf, checked)
         except KafkaError as exc:
             return ProduceOutcome(exc.code, exc.message)
         wait = None

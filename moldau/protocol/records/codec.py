@@ -213,3 +213,20 @@ def iter_decoded(
         if verify_crc and not B.check_crc(buf, pos, header):
             raise ValueError(f"CRC mismatch in batch at offset {header.base_offset}")
         yield decode_batch(buf, pos)
+
+
+def recompress_batch(buf: bytes | bytearray | memoryview, pos: int, codec: Codec | int) -> bytes:
+    """Rewrite the batch at ``pos`` with ``codec``, keeping producer id/epoch/sequence,
+    transactional flag and record timestamps (a topic's ``compression.type``)."""
+    decoded = decode_batch(buf, pos)
+    h = decoded.header
+    return build_batch(
+        ((r.key, r.value, r.headers, r.timestamp) for r in decoded.records),
+        base_offset=h.base_offset,
+        codec=codec,
+        producer_id=h.producer_id,
+        producer_epoch=h.producer_epoch,
+        base_sequence=h.base_sequence,
+        transactional=h.is_transactional,
+        partition_leader_epoch=h.partition_leader_epoch,
+    )
