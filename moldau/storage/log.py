@@ -22,12 +22,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from moldau.protocol.records.batch import (
-    BatchHeader,
-    InvalidBatch,
-    set_log_append_time,
-    validate_batches,
-)
+from moldau.protocol.records.batch import BatchHeader, set_log_append_time
 
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
@@ -54,6 +49,7 @@ from .retention import (
     retention_ms_breached,
     retention_size_breached,
 )
+from .scan import validate_replicated
 from .segment import Segment, fsync_handles, remove_files
 
 _BASE_OFFSET = struct.Struct(">q")
@@ -264,12 +260,13 @@ class Log:
     def append_as_follower(self, buf: bytes | bytearray) -> AppendInfo:
         """Append batches replicated from the leader, keeping their offsets and epochs.
 
-        Batches are validated here (CRC, magic, sizes); the first offset must not be below
-        the log end offset (:class:`UnexpectedAppendOffset`).
+        Batches are validated here (CRC, magic, sizes; compacted batches and offset gaps are
+        fine); the first offset must not be below the log end offset
+        (:class:`UnexpectedAppendOffset`).
         """
         try:
-            headers = validate_batches(buf)
-        except InvalidBatch as exc:
+            headers = validate_replicated(buf)
+        except ValueError as exc:
             raise CorruptRecord(
                 f"replicated batches for {self.topic}-{self.partition} are invalid: {exc}"
             ) from exc
@@ -774,9 +771,10 @@ class Log:
         """The log's lock, for the cleaner's short swap step."""
         return self._lock
 
-    def _replace_segments(self, old: list[Segment], new: Segment) -> None:
-        """Swap ``old`` (contiguous, non-active) for ``new`` (caller holds the lock)."""
-        first = self._segments.index(old[0])
+    def _install_cleaned(self, old: list[Segment], new: Segment) -> None:
+        """Put a cleaned segment where ``old`` (contiguous, non-active, already renamed to
+        ``.deleted``) were. Caller holds the lock (the cleaner's swap step)."""
+        first = next(i for i, s in enumerate(self._segments) if s is old[0])
         self._segments[first:first + len(old)] = [new]
         self._bases = [s.base_offset for s in self._segments]
         self._generation += 1

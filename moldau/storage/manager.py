@@ -29,6 +29,7 @@ from .checkpoints import (
     write_offset_checkpoint,
     write_partition_metadata,
 )
+from .cleaner import CleanResult, clean_log, dirty_ratio
 from .config import LogConfig
 from .errors import KafkaStorageError
 from .fs import DEFAULT_FS, FileSystem
@@ -36,6 +37,7 @@ from .loader import LoadStats, load_log
 from .log import Log, wall_clock_ms
 from .names import (
     CLEAN_SHUTDOWN_MARKER,
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -75,6 +77,11 @@ class LogManager:
         self._dir_of: dict[TopicPartition, str] = {}
         self._pending_dir_deletes: list[tuple[int, str]] = []
         self.had_clean_shutdown: dict[str, bool] = {}
+        # Cleaner state: first dirty offset per compacted partition (cleaner-offset-checkpoint)
+        # and the earliest tombstone delete horizon seen by the last pass.
+        self._cleaner_offsets: dict[TopicPartition, int] = {}
+        self._tombstone_horizons: dict[TopicPartition, int] = {}
+        self._cleaner_lock = threading.Lock()
 
     # -- config ------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -111,6 +118,7 @@ class LogManager:
             recovery = self._read_checkpoint(log_dir, RECOVERY_POINT_CHECKPOINT)
             starts = self._read_checkpoint(log_dir, LOG_START_OFFSET_CHECKPOINT)
             hws = self._read_checkpoint(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+            self._cleaner_offsets.update(self._read_checkpoint(log_dir, CLEANER_OFFSET_CHECKPOINT))
             for name in sorted(self._fs.listdir(log_dir)):
                 path = os.path.join(log_dir, name)
                 if not self._fs.isdir(path):
@@ -214,6 +222,8 @@ class LogManager:
         if lg is None or log_dir is None:
             return False
         lg.close_handles()
+        self._cleaner_offsets.pop(tp, None)
+        self._tombstone_horizons.pop(tp, None)
         target = os.path.join(log_dir, delete_dir_name(topic, partition))
         self._fs.rename(lg.dir, target)
         self._fs.fsync_dir(log_dir)
@@ -262,6 +272,54 @@ class LogManager:
             except KafkaStorageError:
                 log.exception("flush failed for %s", lg)
         return flushed
+
+    def clean_logs(self, now_ms: int | None = None, *, force: bool = False
+                   ) -> dict[TopicPartition, CleanResult]:
+        """One compaction pass over each ``cleanup.policy=compact`` log that needs it (dirty
+        ratio >= ``min.cleanable.dirty.ratio``, a tombstone horizon passed, or ``force``).
+
+        Blocking and meant for a worker thread; one pass runs at a time. Appends and reads
+        proceed meanwhile (see :mod:`moldau.storage.cleaner`).
+        """
+        now = self._time_ms() if now_ms is None else now_ms
+        results: dict[TopicPartition, CleanResult] = {}
+        with self._cleaner_lock:
+            with self._lock:
+                items = [(tp, lg) for tp, lg in self._logs.items() if lg.config.compact]
+            for tp, lg in items:
+                first_dirty = self._cleaner_offsets.get(tp, 0)
+                horizon = self._tombstone_horizons.get(tp)
+                if horizon is not None and now >= horizon:
+                    first_dirty = 0  # a full pass can drop tombstones whose horizon passed
+                elif not force and dirty_ratio(lg, first_dirty, now) < \
+                        lg.config.min_cleanable_dirty_ratio:
+                    continue
+                try:
+                    res = clean_log(lg, now, first_dirty)
+                except (OSError, KafkaStorageError):
+                    log.exception("cleaning %s failed", lg)
+                    continue
+                results[tp] = res
+                if res.cleaned:
+                    self._cleaner_offsets[tp] = res.first_dirty_offset
+                    if res.next_horizon_ms is None:
+                        self._tombstone_horizons.pop(tp, None)
+                    else:
+                        self._tombstone_horizons[tp] = res.next_horizon_ms
+            if results:
+                self._write_cleaner_checkpoints()
+        return results
+
+    def _write_cleaner_checkpoints(self) -> None:
+        by_dir: dict[str, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        with self._lock:
+            for tp, offset in self._cleaner_offsets.items():
+                d = self._dir_of.get(tp)
+                if d is not None:
+                    by_dir[d][tp] = offset
+        for log_dir, offsets in by_dir.items():
+            write_offset_checkpoint(self._fs, os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT),
+                                    offsets)
 
     def checkpoint_all(self) -> None:
         """Write the recovery point, log start and high watermark checkpoints of every dir."""

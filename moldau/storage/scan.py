@@ -109,3 +109,36 @@ class BatchScanner:
         """The full bytes of one batch (for the rare control batch a rebuild must decode)."""
         size = header.batch_length + LOG_OVERHEAD
         return self._fs.pread(self._fd, size, pos)
+
+
+def validate_replicated(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+    """Validate batches fetched from a leader; raises ``ValueError`` saying what is wrong.
+
+    Like the produce-path validation but allowing what compaction leaves behind: fewer records
+    than the offset delta spans (down to empty batches) and offset gaps between batches.
+    """
+    headers: list[BatchHeader] = []
+    total = len(buf)
+    pos = 0
+    expect = -1
+    if total == 0:
+        raise ValueError("empty record set")
+    while pos < total:
+        if total - pos < HEADER_SIZE:
+            raise ValueError(f"truncated batch header at byte {pos}")
+        h = read_header(buf, pos)
+        size = h.batch_length + LOG_OVERHEAD
+        if h.magic != 2:
+            raise ValueError(f"record batch magic {h.magic} is not supported (need 2)")
+        if h.batch_length < MIN_BATCH_LENGTH or pos + size > total:
+            raise ValueError(f"batch at byte {pos} is truncated or has a bad length")
+        if h.last_offset_delta < 0 or not 0 <= h.record_count <= h.last_offset_delta + 1:
+            raise ValueError(f"batch at offset {h.base_offset} has an inconsistent record count")
+        if h.base_offset < expect:
+            raise ValueError(f"batch offsets go backwards at offset {h.base_offset}")
+        if _compute_crc(buf, pos, size) != h.crc:
+            raise ValueError(f"CRC-32C mismatch in batch at offset {h.base_offset}")
+        headers.append(h)
+        expect = h.base_offset + h.last_offset_delta + 1
+        pos += size
+    return headers
