@@ -8,6 +8,7 @@ to inject faults). Imports only :mod:`moldau.protocol` and the standard library.
 from .config import LogConfig
 from .errors import (
     CorruptRecord,
+    InvalidRecord,
     KafkaStorageError,
     OffsetOutOfRange,
     ProducerStateError,
@@ -32,6 +33,7 @@ __all__ = [
     "AppendInfo",
     "CorruptRecord",
     "FileSystem",
+    "InvalidRecord",
     "KafkaStorageError",
     "LoadStats",
     "Log",

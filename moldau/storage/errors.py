@@ -52,6 +52,13 @@ class CorruptRecord(KafkaError):
         super().__init__(ErrorCode.corrupt_message, message)
 
 
+class InvalidRecord(KafkaError):
+    """A batch a client may not write, e.g. a control batch (INVALID_RECORD)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.invalid_record, message)
+
+
 class UnexpectedAppendOffset(KafkaError):
     """A follower append whose first offset is below the log end offset."""
 

@@ -131,6 +131,16 @@ def test_transactions_tracked(tmp_path):
     assert exc.value.code == ErrorCode.transaction_coordinator_fenced
 
 
+def test_clients_may_not_write_control_batches(tmp_path):
+    from moldau.storage import InvalidRecord
+
+    log = open_log(str(tmp_path / "t-0"))
+    with pytest.raises(InvalidRecord) as exc:
+        append(log, control_batch(PID, 0, commit=True))
+    assert exc.value.code == ErrorCode.invalid_record
+    assert log.log_end_offset == 0
+
+
 def test_snapshot_format_round_trip():
     from moldau.storage.producer_state import BatchMetadata, ProducerStateEntry
 
