@@ -20,6 +20,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ..config.definitions import BROKER_BY_NAME, TOPIC_BY_NAME
 from .configs import DYNAMIC_BROKER_CONFIGS
 from .image import MetadataImage
+from .log import METADATA_TOPIC
 from .records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -172,6 +173,10 @@ class Controller:
                      ) -> tuple[Problem, int, int]:
         """(problem, partitions, replication factor) of a topic to create."""
         problem = validate_topic_name(spec.name)
+        if problem is None and spec.name == METADATA_TOPIC:
+            # A client topic of this name would share the metadata log's directory.
+            problem = (ErrorCode.invalid_request,
+                       f"Creation of internal topic {METADATA_TOPIC} is prohibited.")
         if problem is None and (spec.name in self.image.topics_by_name or spec.name in pending):
             problem = (ErrorCode.topic_already_exists, f"Topic '{spec.name}' already exists.")
         problem = problem or validate_collision(
