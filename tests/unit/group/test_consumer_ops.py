@@ -1,0 +1,257 @@
+"""ConsumerGroupHeartbeat flows (KIP-848) on a manual clock."""
+
+from typing import Any
+
+import pytest
+
+from moldau.broker.group.consumer_group import ConsumerGroup
+from moldau.broker.group.consumer_ops import HeartbeatRequest
+from moldau.broker.group.errors import GroupError
+from moldau.broker.group.offsets import OffsetToCommit
+from moldau.protocol.errors import ErrorCode as E
+
+from .helpers import World, cfg, run, settle
+
+SESSION = 45_000
+
+
+class Member:
+    """A well-behaved KIP-848 client: acknowledges by reporting what it owns."""
+
+    def __init__(self, world: World, group: str, member_id: str, topics: list[str] | None,
+                 regex: str | None = None, instance: str | None = None) -> None:
+        self.world, self.group, self.member_id = world, group, member_id
+        self.topics, self.regex, self.instance = topics, regex, instance
+        self.epoch = 0
+        self.owned: dict[Any, set[int]] = {}
+
+    def beat(self, *, full: bool = False, owned: bool = True) -> Any:
+        joining = self.epoch == 0
+        req = HeartbeatRequest(
+            self.group, self.member_id, self.epoch, instance_id=self.instance,
+            rebalance_timeout_ms=60_000 if joining or full else -1,
+            subscribed_topic_names=self.topics if joining or full else None,
+            subscribed_topic_regex=self.regex if joining or full else None,
+            owned={t: set(p) for t, p in self.owned.items()} if owned or joining else None,
+            client_id=self.member_id, client_host="/127.0.0.1")
+        result = self.world.coordinator.consumer.heartbeat(self.world.shard(self.group), req, 1)
+        self.epoch = result.member_epoch
+        if result.assignment is not None:
+            self.owned = {t: set(p) for t, p in result.assignment.items() if p}
+        return result
+
+    def partitions(self) -> set[int]:
+        return {p for ps in self.owned.values() for p in ps}
+
+
+def group_of(world: World, group_id: str) -> ConsumerGroup:
+    group = world.shard(group_id).groups[group_id]
+    assert isinstance(group, ConsumerGroup)
+    return group
+
+
+def settle_members(members: list[Member], rounds: int = 6) -> None:
+    for _ in range(rounds):
+        for m in members:
+            m.beat()
+
+
+def test_three_members_share_six_partitions_without_double_ownership() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("t", 6)
+        members = [Member(world, "g", f"m{i}", ["t"]) for i in range(3)]
+        first = members[0].beat()
+        assert first.member_epoch == 1 and members[0].partitions() == set(range(6))
+        for m in members[1:]:
+            m.beat()
+        for _ in range(6):
+            for m in members:
+                m.beat()
+                owned = [p for x in members for p in x.partitions()]
+                assert len(owned) == len(set(owned)), "a partition had two owners"
+        assert sorted(len(m.partitions()) for m in members) == [2, 2, 2]
+        group = group_of(world, "g")
+        assert group.state_name() == "Stable"
+        assert {m.epoch for m in members} == {group.assignment_epoch}
+    run(scenario())
+
+
+def test_leave_and_session_timeout_move_partitions() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("t", 6)
+        members = [Member(world, "g", f"m{i}", ["t"]) for i in range(3)]
+        settle_members(members)
+        members[2].epoch = -1
+        members[2].beat()
+        settle_members(members[:2])
+        assert sorted(len(m.partitions()) for m in members[:2]) == [3, 3]
+        # m1 goes silent: after the session timeout m0 owns everything.
+        await world.advance(SESSION - 1000)
+        members[0].beat()
+        await world.advance(2000)
+        settle_members(members[:1])
+        assert members[0].partitions() == set(range(6))
+        with pytest.raises(GroupError) as err:
+            members[1].beat()
+        assert err.value.code == E.unknown_member_id
+    run(scenario())
+
+
+def test_fenced_member_epoch() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("t", 2)
+        m = Member(world, "g", "m", ["t"])
+        m.beat()
+        m.epoch += 5
+        with pytest.raises(GroupError) as err:
+            m.beat()
+        assert err.value.code == E.fenced_member_epoch
+    run(scenario())
+
+
+def test_new_partitions_and_topics_reach_members() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("t", 2)
+        a, b = Member(world, "g", "a", ["t", "later"]), Member(world, "g", "b", ["t", "later"])
+        settle_members([a, b])
+        epoch = group_of(world, "g").group_epoch
+        world.add_partitions("t", 4)
+        world.add_topic("later", 2)
+        settle_members([a, b])
+        assert group_of(world, "g").group_epoch == epoch + 1
+        assert len(a.partitions() | b.partitions()) == 4  # partition numbers overlap topics
+        assert sum(len(p) for m in (a, b) for p in m.owned.values()) == 6
+    run(scenario())
+
+
+def test_regex_subscription() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("orders-eu", 1)
+        world.add_topic("orders-us", 1)
+        world.add_topic("payments", 1)
+        m = Member(world, "g", "m", None, regex="orders-.*")
+        settle_members([m])
+        assert set(m.owned) == {world.topic_id("orders-eu"), world.topic_id("orders-us")}
+        world.add_topic("orders-asia", 1)
+        settle_members([m])
+        assert world.topic_id("orders-asia") in m.owned
+    run(scenario())
+
+
+def test_static_member_leave_and_return_keeps_partitions() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("t", 4)
+        a = Member(world, "g", "a1", ["t"], instance="ia")
+        b = Member(world, "g", "b1", ["t"], instance="ib")
+        settle_members([a, b])
+        kept = a.partitions()
+        a.epoch = -2
+        assert a.beat().member_epoch == -2
+        settle_members([b])
+        assert b.partitions().isdisjoint(kept)  # a's partitions are reserved
+        # Another process with the same instance id while a is still in: refused.
+        clash = Member(world, "g", "a-other", ["t"], instance="ib")
+        with pytest.raises(GroupError) as err:
+            clash.beat()
+        assert err.value.code == E.unreleased_instance_id
+        back = Member(world, "g", "a2", ["t"], instance="ia")
+        back.beat()
+        assert back.partitions() == kept
+    run(scenario())
+
+
+def test_validation_errors() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        consumer = world.coordinator.consumer
+
+        def beat(**kw: Any) -> int:
+            base = dict(group_id="g", member_id="m", member_epoch=0, rebalance_timeout_ms=1000,
+                        subscribed_topic_names=["t"], owned={})
+            base.update(kw)
+            try:
+                consumer.heartbeat(world.shard("g"), HeartbeatRequest(**base), 1)
+            except GroupError as exc:
+                return exc.code
+            return 0
+
+        assert beat(group_id="") == E.invalid_request
+        assert beat(rebalance_timeout_ms=-1) == E.invalid_request
+        assert beat(owned=None) == E.invalid_request
+        assert beat(subscribed_topic_names=None) == E.invalid_request
+        assert beat(server_assignor="sticky") == E.unsupported_assignor
+        assert beat(subscribed_topic_regex="(", subscribed_topic_names=None) == \
+            E.invalid_regular_expression
+        assert beat(member_epoch=3, member_id="ghost") == E.unknown_member_id
+        assert beat(server_assignor="range") == 0
+    run(scenario())
+
+
+def test_member_epoch_checks_on_offset_commit() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("t", 2)
+        m = Member(world, "g", "m", ["t"])
+        settle_members([m])
+        offsets = world.coordinator.offsets
+        items = [OffsetToCommit("t", 0, 5, -1, None)]
+        shard = world.shard("g")
+        assert await offsets.commit(shard, "g", m.epoch, "m", None, items, version=9) == [0]
+        assert await offsets.commit(shard, "g", m.epoch - 1, "m", None, items, version=9) == \
+            [E.stale_member_epoch]
+        assert await offsets.commit(shard, "g", m.epoch, "x", None, items, version=9) == \
+            [E.unknown_member_id]
+        assert await offsets.commit(shard, "g", m.epoch, "m", None, items, version=8) == \
+            [E.unsupported_version]
+        with pytest.raises(GroupError) as err:
+            offsets.fetch(shard, "g", None, "m", m.epoch + 3)
+        assert err.value.code == E.stale_member_epoch
+        assert offsets.fetch(shard, "g", None, None, -1)[0][1][0][1].offset == 5
+    run(scenario())
+
+
+def test_group_epoch_survives_restart_and_members_rejoin() -> None:
+    async def scenario() -> None:
+        world = await World(cfg(consumer_session_timeout_ms=10_000)).start()
+        world.add_topic("t", 2)
+        m = Member(world, "g", "m", ["t"])
+        settle_members([m])
+        await settle()  # the epoch record is written in the background
+        epoch = group_of(world, "g").group_epoch
+        later = await world.restarted().start()
+        assert group_of(later, "g").group_epoch == epoch
+        m.world = later
+        with pytest.raises(GroupError) as err:
+            m.beat()
+        assert err.value.code == E.unknown_member_id
+        m.epoch, m.owned = 0, {}
+        settle_members([m])
+        assert m.partitions() == {0, 1} and m.epoch > epoch
+    run(scenario())
+
+
+def test_describe() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("t", 3)
+        members = [Member(world, "g", f"m{i}", ["t"]) for i in range(2)]
+        settle_members(members)
+        described = world.coordinator.consumer.describe(world.shard("g"), "g")
+        assert described["group_state"] == "Stable"
+        assert described["assignor_name"] == "uniform"
+        parts = sorted(p for m in described["members"]
+                       for tp in m["assignment"]["topic_partitions"] for p in tp["partitions"])
+        assert parts == [0, 1, 2]
+        assert described["members"][0]["assignment"]["topic_partitions"][0]["topic_name"] == "t"
+        listed = world.coordinator.admin.list([], ["consumer"])
+        assert listed == [{"group_id": "g", "protocol_type": "consumer",
+                           "group_state": "Stable", "group_type": "consumer"}]
+        # A classic JoinGroup on a non-empty consumer group is refused.
+        assert world.join("g").error == E.inconsistent_group_protocol
+    run(scenario())
