@@ -134,7 +134,8 @@ def _parse(key: str, raw: object, kind: str, minimum: float | None) -> object:
             )
         return raw
     try:
-        value: float = float(raw) if kind == "float" else int(str(raw).strip())  # type: ignore[arg-type]
+        text = str(raw).strip()
+        value: float = float(text) if kind == "float" else int(text)
     except (TypeError, ValueError):
         raise InvalidLogConfig(
             f"Invalid value {raw!r} for configuration {key}: expected a number"

@@ -26,6 +26,8 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from moldau.protocol.records.batch import BatchHeader
+
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .fs import DEFAULT_FS, FileSystem
@@ -40,6 +42,7 @@ from .names import (
     parse_partition_dir,
 )
 from .producer_state import ProducerStateManager
+from .scan import BatchScanner
 from .segment import Segment, remove_files
 
 
@@ -174,9 +177,8 @@ def load_log(
 
     epoch_cache = LeaderEpochCache(directory, fs)
 
-    def on_batch(_pos: int, h: object, _scanner: object) -> None:
-        epoch_cache.maybe_assign_from_batch(h.partition_leader_epoch,  # type: ignore[attr-defined]
-                                            h.base_offset)  # type: ignore[attr-defined]
+    def on_batch(_pos: int, h: BatchHeader, _scanner: BatchScanner) -> None:
+        epoch_cache.maybe_assign_from_batch(h.partition_leader_epoch, h.base_offset)
 
     first_unflushed = max(bisect_right(bases, recovery_point) - 1, 0)
     segments: list[Segment] = []

@@ -14,8 +14,10 @@ from bisect import bisect_left
 from collections.abc import Callable
 
 from moldau.protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
+from moldau.protocol.records.codec import decode_batch
 
 from .config import LogConfig
+from .errors import CorruptIndex
 from .fs import READ_ONLY, RW_CREATE, FileSystem
 from .index import OffsetIndex, TimeIndex
 from .names import (
@@ -332,8 +334,6 @@ class Segment:
     def load_indexes(self) -> bool:
         """Load and sanity-check index files of an existing segment (no batch scan beyond the
         last indexed batch). False if an index is missing or bad: recover the segment then."""
-        from .errors import CorruptIndex
-
         try:
             self.index.load(self.size)
             self.time_index.load()
@@ -414,8 +414,6 @@ class Segment:
                                  ) -> tuple[int, int, int] | None:
         """(timestamp, offset, leader epoch) of the first record with timestamp >=
         ``timestamp`` and offset >= ``start_offset`` (Kafka's findOffsetByTimestamp)."""
-        from moldau.protocol.records.codec import decode_batch
-
         _ts, idx_offset = self.time_index.lookup(timestamp)
         walker = self.batches_from(self.index.lookup(max(idx_offset, start_offset)))
         for pos, h in walker:
@@ -428,8 +426,6 @@ class Segment:
 
     def max_timestamp_record(self) -> tuple[int, int, int] | None:
         """(timestamp, offset, leader epoch) of the first record holding the max timestamp."""
-        from moldau.protocol.records.codec import decode_batch
-
         if self.max_timestamp < 0:
             return None
         walker = self.batches_from(self.index.lookup(self.offset_of_max_timestamp))
