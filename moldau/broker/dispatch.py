@@ -141,6 +141,10 @@ def parse_frame(frame: bytes | bytearray) -> tuple[RequestHeader, HandlerSpec | 
     version we do not serve: the caller answers it with the KIP-511 fallback. Raises
     :class:`Disconnect` for anything else that cannot be served.
     """
+    if isinstance(frame, bytearray):
+        # Frames over the receive buffer arrive in their own bytearray; kio's native readers
+        # refuse writable buffers ("Received writable byte buffer where read-only ...").
+        frame = memoryview(frame).toreadonly()  # type: ignore[assignment]
     try:
         header, offset = decode_request_header(frame)
     except InvalidRequest as exc:
