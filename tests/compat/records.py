@@ -46,7 +46,9 @@ def make_records(tag: str, n: int = N_RECORDS, *, base_ts: int | None = None,
     out = []
     for i in range(n):
         if binary:
-            key = None if i % 97 == 0 else f"k{i:05d}-".encode() + rng.randbytes(i % 5)
+            # null keys and null values, but never both (clients refuse that)
+            key = None if i % 97 == 0 and i % 499 else f"k{i:05d}-".encode() + rng.randbytes(
+                i % 5)
             if i % 499 == 0:
                 value: bytes | None = None
             elif i % 251 == 0:
