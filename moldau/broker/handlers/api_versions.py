@@ -22,10 +22,17 @@ from ...protocol.errors import ErrorCode
 from ...protocol.messages import RequestHeader, encode_response
 from ..dispatch import REGISTRY, RequestContext, handler
 
+# As Kafka 4.x does (KAFKA-18659): list Produce from v0 although only v3+ is served (older
+# requests are still refused by dispatch). librdkafka before 2.10 — kcat's 2.0.2 — compresses
+# gzip, snappy and lz4 only when the broker lists Produce v0, and silently sends uncompressed
+# batches otherwise. Clients pick their highest common version, so none picks v0-v2.
+_ADVERTISED_MIN = {ApiKey.PRODUCE: 0}
+
 
 def _api_keys() -> list[dict[str, int]]:
     return [
-        {"api_key": spec.api_key, "min_version": spec.min_version,
+        {"api_key": spec.api_key,
+         "min_version": _ADVERTISED_MIN.get(spec.api_key, spec.min_version),
          "max_version": spec.max_version}
         for spec in sorted(REGISTRY.values(), key=lambda s: s.api_key)
     ]
