@@ -160,7 +160,8 @@ class ReplicaManager:
                                           node_id=self.node_id, purgatory=self.purgatory,
                                           time_ms=self.broker.time_ms)
                     self.partitions[(name, index)] = partition
-                elif partition.log.config != config:
+                if partition.log.config != config:
+                    # Logs loaded at start-up were opened before the image had topic configs.
                     partition.log.update_config(config)
                 partition.topic_config = raw_config
                 partition.apply_state(state)
@@ -183,7 +184,8 @@ class ReplicaManager:
                                   f"Cannot append to internal topic {topic}")
         partition = self.partitions.get((topic, index))
         if partition is None:
-            if topic in self.broker.image.topics_by_name:
+            known = self.broker.image.topics_by_name.get(topic)
+            if known is not None and index in known.partitions:
                 return ProduceOutcome(ErrorCode.not_leader_or_follower,
                                       f"This broker does not host {topic}-{index}")
             return ProduceOutcome(ErrorCode.unknown_topic_or_partition,
@@ -279,7 +281,8 @@ class ReplicaManager:
                     has_error = True
                     error = (ErrorCode.unknown_topic_id if t.unknown_id
                              else ErrorCode.unknown_topic_or_partition)
-                    if t.topic in self.broker.image.topics_by_name:
+                    known = self.broker.image.topics_by_name.get(t.topic)
+                    if known is not None and t.partition in known.partitions:
                         error = ErrorCode.not_leader_or_follower
                     entries.append(FetchPartitionData(t.partition, error))
                     continue

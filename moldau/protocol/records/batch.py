@@ -30,6 +30,8 @@ HEADER_SIZE = 61
 LOG_OVERHEAD = 12
 CRC_START = 21
 MAGIC_OFFSET = 16
+# Smallest magic-0 message after offset and size (Kafka's LegacyRecord.RECORD_OVERHEAD_V0).
+LEGACY_RECORD_OVERHEAD = 14
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _INT64 = struct.Struct(">q")
@@ -137,6 +139,11 @@ def validate_batches(
     while pos < total:
         if total - pos < LOG_OVERHEAD + 5:
             raise InvalidBatch("corrupt", f"truncated batch header at byte {pos}")
+        # As Kafka: a size below the smallest legacy message is corruption, whatever the
+        # byte where magic would be says (garbage is not an "old format").
+        (length,) = _INT32.unpack_from(buf, pos + 8)
+        if length < LEGACY_RECORD_OVERHEAD:
+            raise InvalidBatch("corrupt", f"batch length {length} is too small")
         magic = buf[pos + MAGIC_OFFSET]
         if magic != 2:
             raise InvalidBatch("magic", f"record batch magic {magic} is not supported (need 2)")
