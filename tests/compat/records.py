@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from moldau.protocol.records.batch import BatchHeader, iter_batches
+from moldau.protocol.records.codec import iter_decoded
 
 N_RECORDS = 10_000
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -97,6 +98,19 @@ def stored_batches(log_dir: Path | None, topic: str, partition: int = 0) -> list
     for segment in sorted((log_dir / f"{topic}-{partition}").glob("*.log")):
         data = segment.read_bytes()
         out.extend(header for _, header in iter_batches(data))
+    return out
+
+
+def stored_records(log_dir: Path | None, topic: str, partition: int = 0) -> list[Rec] | None:
+    """The partition's records decoded from the segment files with Moldau's own codecs (CRC
+    checked): proves that what a client's compression plugin wrote is standard Kafka."""
+    if log_dir is None:
+        return None
+    out = []
+    for segment in sorted((log_dir / f"{topic}-{partition}").glob("*.log")):
+        for batch in iter_decoded(segment.read_bytes()):
+            out.extend(Rec(r.key, r.value, list(r.headers), r.timestamp, r.offset)  # type: ignore[arg-type]
+                       for r in batch.records)
     return out
 
 
