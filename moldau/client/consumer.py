@@ -24,6 +24,7 @@ from .decode import BatchColumns
 from .errors import BrokerError, ClientError, KafkaTimeoutError
 from .fetcher import Fetcher, take_batches
 from .leaders import list_offsets
+from .retry import wait_event
 from .subscription import EARLIEST, LATEST, SubscriptionState
 from .types import ConsumerRecord, TopicPartition
 
@@ -134,7 +135,8 @@ class Consumer:
             if left <= 0:
                 raise KafkaTimeoutError(f"position of {tp} not known within the time limit")
             try:
-                await asyncio.wait_for(self._position_changed(state), left)
+                async with asyncio.timeout(left):
+                    await self._position_changed(state)
             except TimeoutError:
                 continue
         return state.position
@@ -213,9 +215,7 @@ class Consumer:
             self.fetcher.data_ready.clear()
             if any(s.has_data for s in self.subscription.partitions.values()):
                 continue
-            try:
-                await asyncio.wait_for(self.fetcher.data_ready.wait(), left)
-            except TimeoutError:
+            if not await wait_event(self.fetcher.data_ready, left):
                 return []
 
     def _collect(self, limit: int) -> list[tuple[TopicPartition, BatchColumns]]:

@@ -24,7 +24,7 @@ from .cluster import STALE_METADATA_ERRORS, Cluster
 from .decode import BatchColumns, RecordDecodeError, batch_payload, decode_columns
 from .errors import BrokerError, OffsetOutOfRangeError, RecordCorruptError
 from .leaders import list_offsets
-from .retry import backoff_ms
+from .retry import backoff_ms, wait_event
 from .subscription import EARLIEST, FetchedData, PartitionState, SubscriptionState
 from .types import TopicPartition
 
@@ -78,10 +78,7 @@ class Fetcher:
         while True:
             self._wakeup.clear()
             next_check = self._schedule()
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), next_check)
-            except TimeoutError:
-                pass
+            await wait_event(self._wakeup, next_check)
 
     def _schedule(self) -> float:
         """Start resets and fetches that can run now; return seconds until the next look."""
@@ -111,7 +108,7 @@ class Fetcher:
             self._busy_nodes.add(node)
             for s in states:
                 s.in_flight = True
-            self._spawn(self._fetch(node, states))
+            self._spawn(self._fetch(node, [(s, s.generation, s.fetch_offset) for s in states]))
         return retry_in
 
     async def _refresh(self) -> None:
@@ -164,9 +161,12 @@ class Fetcher:
 
     # --- fetch ----------------------------------------------------------------------------
 
-    async def _fetch(self, node: int, states: list[PartitionState]) -> None:
-        generations = {s.tp: s.generation for s in states}
-        offsets = {s.tp: s.fetch_offset for s in states}
+    async def _fetch(self, node: int,
+                     planned: list[tuple[PartitionState, int, int | None]]) -> None:
+        # Offsets and generations as scheduled: a seek before this task runs makes them stale.
+        states = [s for s, _g, _o in planned]
+        generations = {s.tp: g for s, g, _o in planned}
+        offsets = {s.tp: o for s, _g, o in planned}
         try:
             conn = await self.cluster.connection(node)
             version = conn.versions.require(ApiKey.FETCH, 4, what="Fetch")
@@ -175,15 +175,19 @@ class Fetcher:
                 conn.versions.require(ApiKey.FETCH, 12, what="Fetch by topic name")
             topics: dict[str, list[dict[str, Any]]] = {}
             for s in states:
+                if s.generation != generations[s.tp] or offsets[s.tp] is None:
+                    continue
                 info = self.cluster.partition_info(s.tp)
                 topics.setdefault(s.tp.topic, []).append({
                     "partition": s.tp.partition,
                     "current_leader_epoch": info.leader_epoch if info else -1,
-                    "fetch_offset": s.fetch_offset,
+                    "fetch_offset": offsets[s.tp],
                     "last_fetched_epoch": -1,
                     "log_start_offset": -1,
                     "partition_max_bytes": self.config["max.partition.fetch.bytes"],
                 })
+            if not topics:
+                return
             max_wait = self.config["fetch.max.wait.ms"]
             response = await conn.request(ApiKey.FETCH, {
                 "replica_id": -1,

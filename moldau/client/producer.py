@@ -31,7 +31,7 @@ from .errors import (
     ProducerFenced,
 )
 from .partitioner import StickyPartitioner, partition_for_key
-from .retry import backoff_ms, call_with_retries
+from .retry import backoff_ms, call_with_retries, wait_event
 from .types import Header, RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -123,8 +123,8 @@ class Producer:
         try:
             pending = list(self._pending) + [t for t in self._tasks if not t.done()]
             if pending:
-                await asyncio.wait_for(asyncio.gather(*pending, return_exceptions=True),
-                                       timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.gather(*pending, return_exceptions=True)
         finally:
             self.accumulator.flushing -= 1
 
@@ -291,10 +291,7 @@ class Producer:
                 timeout = None if next_time is None else max(0.0, next_time - time.monotonic())
                 if ready and timeout is None:
                     timeout = 0.05  # ready but blocked (no leader / in-flight limit)
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), timeout)
-                except TimeoutError:
-                    pass
+                await wait_event(self._wakeup, timeout)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a bug: fail everything rather than hang forever

@@ -60,3 +60,20 @@ async def call_with_retries(
                 await before_retry(exc)
             await asyncio.sleep(pause)
             attempt += 1
+
+
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait for ``event`` up to ``timeout`` seconds; True if it was set.
+
+    Uses ``asyncio.timeout`` rather than ``wait_for``: on Python 3.11 ``wait_for`` can
+    swallow a cancellation that arrives as the inner wait completes, which would keep a
+    background loop alive after close().
+    """
+    if event.is_set():
+        return True
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+        return True
+    except TimeoutError:
+        return False
