@@ -112,7 +112,7 @@ def consume(bootstrap: str, topic: str, start: int, count: int, **config: object
     try:
         idle = 0
         while len(out) < count and idle < 20:
-            batch = consumer.consume(1000, 1.0)
+            batch = consumer.consume(min(1000, count - len(out)), 1.0)
             idle = 0 if batch else idle + 1
             for msg in batch:
                 if msg.error():

@@ -104,7 +104,8 @@ async function produce (job) {
 // Consume `count` records of partition 0 through group `group`, starting at `start`
 // (fromBeginning, then a seek when start > 0).
 async function consume (job) {
-  const consumer = kafkaFor(job).consumer({ groupId: job.group, maxBytes: 10485760 })
+  // short long-polls: disconnect() waits for the fetch in flight
+  const consumer = kafkaFor(job).consumer({ groupId: job.group, maxBytes: 10485760, maxWaitTimeInMs: 200 })
   await consumer.connect()
   await consumer.subscribe({ topics: [job.topic], fromBeginning: true })
   const records = []
@@ -199,7 +200,7 @@ async function lat (job) {
 
 // One phase of a group that reads `count` records, commits what it read, and leaves.
 async function groupPhase (job) {
-  const consumer = kafkaFor(job).consumer({ groupId: job.group })
+  const consumer = kafkaFor(job).consumer({ groupId: job.group, maxWaitTimeInMs: 200 })
   await consumer.connect()
   await consumer.subscribe({ topics: [job.topic], fromBeginning: true })
   const records = []
