@@ -399,6 +399,7 @@ class AdminClient:
             async def send() -> Any:
                 return await self.cluster.request(None, ApiKey.DESCRIBE_CLUSTER, {
                     "include_cluster_authorized_operations": False, "endpoint_type": 1,
+                    "include_fenced_brokers": False,
                 })
 
             r = await self._retrying("DescribeCluster", send)
