@@ -1,8 +1,9 @@
 """Fixtures of the client compatibility suite (one module per real client).
 
 ``kafka_endpoint`` is the address every client bootstraps from: a fresh ``moldau serve``
-subprocess per module by default, or whatever ``$MOLDAU_COMPAT_ENDPOINT`` names (see
-endpoint.py) so the same tests can run through ``moldau proxy``.
+subprocess per module by default, or each endpoint ``$MOLDAU_COMPAT_ENDPOINT`` names (see
+endpoint.py) so the same tests can run through ``moldau proxy``: e.g.
+``MOLDAU_COMPAT_ENDPOINT=direct,tests.compat.wiretap:tapped_endpoint pytest tests/compat``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .endpoint import KafkaEndpoint, endpoint_factory
+from .endpoint import KafkaEndpoint, endpoint_factory, endpoint_specs
 
 JS_DIR = Path(__file__).resolve().parent / "js"
 
@@ -28,9 +29,9 @@ COMPAT_SETTINGS = {
 }
 
 
-@pytest.fixture(scope="module")
-def kafka_endpoint() -> Iterator[KafkaEndpoint]:
-    with endpoint_factory()(COMPAT_SETTINGS) as endpoint:
+@pytest.fixture(scope="module", params=endpoint_specs(), ids=lambda spec: spec.split(":")[-1])
+def kafka_endpoint(request: pytest.FixtureRequest) -> Iterator[KafkaEndpoint]:
+    with endpoint_factory(request.param)(COMPAT_SETTINGS) as endpoint:
         yield endpoint
 
 

@@ -2,7 +2,8 @@
 
 By default every test module gets a fresh ``moldau serve`` subprocess on a free port. To run
 the same tests through something else (for example ``moldau proxy`` in front of a broker), set
-``MOLDAU_COMPAT_ENDPOINT=package.module:factory``: ``factory(settings)`` is a context manager
+``MOLDAU_COMPAT_ENDPOINT=package.module:factory`` (several, comma-separated, run the suite
+once per endpoint; ``direct`` names the default): ``factory(settings)`` is a context manager
 that starts a broker with the given extra ``server.properties`` settings, puts whatever it
 likes in front, and yields a :class:`KafkaEndpoint` whose ``bootstrap`` is the address clients
 use and whose ``brokers`` are the addresses clients should see in metadata.
@@ -71,12 +72,19 @@ def direct_endpoint(settings: Mapping[str, Any]) -> Iterator[KafkaEndpoint]:
         )
 
 
-def endpoint_factory() -> EndpointFactory:
-    """The factory named by ``$MOLDAU_COMPAT_ENDPOINT`` (default: :func:`direct_endpoint`)."""
-    spec = os.environ.get(ENV_VAR, "").strip()
+def endpoint_factory(spec: str) -> EndpointFactory:
+    """The factory a spec names: ``direct`` or ``package.module:factory``."""
+    spec = spec.strip()
     if not spec or spec == "direct":
         return direct_endpoint
     module_name, _, attr = spec.partition(":")
     if not attr:
-        raise ValueError(f"{ENV_VAR}={spec!r}: expected 'package.module:factory' or 'direct'")
+        raise ValueError(f"{ENV_VAR}: {spec!r} is neither 'direct' nor 'package.module:factory'")
     return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
+
+
+def endpoint_specs() -> list[str]:
+    """The endpoints to run the suite against: ``$MOLDAU_COMPAT_ENDPOINT``, comma-separated
+    (default ``direct``); every test module runs once per endpoint."""
+    specs = [s.strip() for s in os.environ.get(ENV_VAR, "direct").split(",") if s.strip()]
+    return specs or ["direct"]
