@@ -91,7 +91,11 @@ class Producer:
         self._in_flight_per_node: dict[int, int] = {}
         self._wakeup = asyncio.Event()
         self._sender: asyncio.Task[None] | None = None
-        self._pending: set[asyncio.Future[RecordMetadata]] = set()
+        # Records sent but not yet resolved; flush() waits for zero. A counter, not a set of
+        # futures with done-callbacks: callbacks cost a loop iteration per record.
+        self._unresolved = 0
+        self._all_resolved = asyncio.Event()
+        self._all_resolved.set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
         self._fatal: BaseException | None = None
@@ -121,10 +125,8 @@ class Producer:
         self.accumulator.flushing += 1
         self._wakeup.set()
         try:
-            pending = list(self._pending) + [t for t in self._tasks if not t.done()]
-            if pending:
-                async with asyncio.timeout(timeout):
-                    await asyncio.gather(*pending, return_exceptions=True)
+            async with asyncio.timeout(timeout):
+                await self._all_resolved.wait()
         finally:
             self.accumulator.flushing -= 1
 
@@ -145,6 +147,7 @@ class Producer:
                 task.cancel()
             for batch in list(self.accumulator.batches()):
                 batch.fail(ClientError("producer closed before the record was sent"))
+            self._all_resolved.set()
             await self.cluster.close()
 
     # --- sending --------------------------------------------------------------------------
@@ -181,8 +184,8 @@ class Producer:
         else:
             hdrs = [(k, _as_bytes(v, "header value")) for k, v in headers]
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
-        self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
+        self._unresolved += 1
+        self._all_resolved.clear()
         if topic in self.cluster.topics and self.cluster.topics[topic].partitions:
             self._append(topic, partition, key_b, value_b, hdrs, ts, future)
         else:
@@ -208,6 +211,13 @@ class Producer:
         except Exception as exc:
             if not future.done():
                 future.set_exception(exc)
+                self._resolved(1)
+
+    def _resolved(self, count: int) -> None:
+        self._unresolved -= count
+        if self._unresolved <= 0:
+            self._unresolved = 0
+            self._all_resolved.set()
 
     def _append(
         self, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
@@ -228,6 +238,7 @@ class Producer:
                 ErrorCode.unknown_topic_or_partition,
                 f"topic {topic!r} has {count} partitions", f"send to {topic}-{partition}",
             ))
+            self._resolved(1)
             return
         tp = TopicPartition(topic, partition)
         batch, full = self.accumulator.append(
@@ -299,6 +310,7 @@ class Producer:
             self._fatal = ClientError(f"producer sender crashed: {exc}")
             for batch in list(self.accumulator.batches()):
                 batch.fail(self._fatal)
+            self._all_resolved.set()
 
     def _expire(self, now: float) -> None:
         limit = self.config["delivery.timeout.ms"] / 1000
@@ -307,7 +319,7 @@ class Producer:
                 self.accumulator.in_flight
             ):
                 batch = queue.popleft()
-                self.accumulator.release(batch)
+                self._done(batch)
                 batch.fail(KafkaTimeoutError(
                     f"{len(batch.records)} record(s) for {tp} expired: not acknowledged "
                     f"within delivery.timeout.ms={self.config['delivery.timeout.ms']}"
@@ -403,6 +415,7 @@ class Producer:
     def _done(self, batch: ProducerBatch) -> None:
         self.accumulator.in_flight.discard(batch.tp)
         self.accumulator.release(batch)
+        self._resolved(len(batch.records))
 
     def _handle_response(self, batches: list[ProducerBatch], response: Any) -> None:
         by_tp = {b.tp: b for b in batches}

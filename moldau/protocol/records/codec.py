@@ -44,19 +44,33 @@ class DecodedBatch:
         return 1 if self.header.is_log_append_time else 0
 
 
-def _zigzag_varint(value: int, out: bytearray) -> None:
-    value = (value << 1) ^ (value >> 63)
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
+    return bytes(out)
+
+
+# Encoded unsigned varints for every value below 2**14 (one and two bytes), so the common
+# lengths and deltas are a list lookup instead of a loop: producing is per-record work.
+_VARINT_LIMIT = 1 << 14
+_VARINTS = [_uvarint_bytes(u) for u in range(_VARINT_LIMIT)]
+_NULL = _VARINTS[1]  # zigzag(-1)
+
+
+def _zigzag_varint(value: int, out: bytearray) -> None:
+    u = (value << 1) ^ (value >> 63)
+    out += _VARINTS[u] if u < _VARINT_LIMIT else _uvarint_bytes(u)
 
 
 def _write_bytes(data: bytes | None, out: bytearray) -> None:
     if data is None:
-        _zigzag_varint(-1, out)
+        out += _NULL
     else:
-        _zigzag_varint(len(data), out)
+        n = len(data) << 1
+        out += _VARINTS[n] if n < _VARINT_LIMIT else _uvarint_bytes(n)
         out += data
 
 
@@ -69,18 +83,36 @@ def encode_record(
     headers: Sequence[Header] = (),
 ) -> None:
     """Append one encoded record (with its length prefix) to ``out``."""
+    varints = _VARINTS
+    limit = _VARINT_LIMIT
     body = bytearray(b"\x00")  # attributes
-    _zigzag_varint(timestamp_delta, body)
-    _zigzag_varint(offset_delta, body)
-    _write_bytes(key, body)
-    _write_bytes(value, body)
-    _zigzag_varint(len(headers), body)
-    for hkey, hvalue in headers:
-        raw = hkey.encode("utf-8")
-        _zigzag_varint(len(raw), body)
-        body += raw
-        _write_bytes(hvalue, body)
-    _zigzag_varint(len(body), out)
+    u = (timestamp_delta << 1) ^ (timestamp_delta >> 63)
+    body += varints[u] if u < limit else _uvarint_bytes(u)
+    u = offset_delta << 1
+    body += varints[u] if u < limit else _uvarint_bytes(u)
+    if key is None:
+        body += _NULL
+    else:
+        u = len(key) << 1
+        body += varints[u] if u < limit else _uvarint_bytes(u)
+        body += key
+    if value is None:
+        body += _NULL
+    else:
+        u = len(value) << 1
+        body += varints[u] if u < limit else _uvarint_bytes(u)
+        body += value
+    if headers:
+        u = len(headers) << 1
+        body += varints[u] if u < limit else _uvarint_bytes(u)
+        for hkey, hvalue in headers:
+            raw = hkey.encode("utf-8")
+            _write_bytes(raw, body)
+            _write_bytes(hvalue, body)
+    else:
+        body.append(0)
+    u = len(body) << 1
+    out += varints[u] if u < limit else _uvarint_bytes(u)
     out += body
 
 
