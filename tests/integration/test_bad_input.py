@@ -29,6 +29,7 @@ from broker_wire import (
     assert_serves,
     create_topic,
     fetch_all,
+    fetch_raw,
     list_offset,
     make_batch,
     metadata,
@@ -632,6 +633,18 @@ def test_unknown_partition_and_null_records(broker: BrokerProcess) -> None:
         assert entry["error_code"] == ErrorCode.unknown_topic_or_partition, entry
         entry = produce(wire, TOPIC, 0, None)
         assert entry["error_code"] != ErrorCode.none, entry
+        # The other partition-addressed APIs agree with Produce.
+        fetched = fetch_raw(wire, TOPIC, 7, 0)
+        assert fetched["error_code"] == ErrorCode.unknown_topic_or_partition, fetched
+        listed = wire.call(ApiKey.LIST_OFFSETS, 7, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{"name": TOPIC, "partitions": [
+                {"partition_index": 7, "current_leader_epoch": -1, "timestamp": -1}]}]})
+        error = listed["topics"][0]["partitions"][0]["error_code"]
+        assert error == ErrorCode.unknown_topic_or_partition, listed
+        deleted = wire.call(ApiKey.DELETE_RECORDS, 2, {"topics": [{"name": TOPIC, "partitions": [
+            {"partition_index": 7, "offset": 0}]}], "timeout": 5000})
+        error = deleted["topics"][0]["partitions"][0]["error_code"]
+        assert error == ErrorCode.unknown_topic_or_partition, deleted
 
 
 def test_unknown_topic_without_auto_creation() -> None:

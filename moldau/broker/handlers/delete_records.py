@@ -20,7 +20,9 @@ from ..dispatch import RequestContext, handler
 def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> dict[str, Any]:
     partition = ctx.broker.replica_manager.get(topic, index)
     if partition is None:
-        error = (ErrorCode.not_leader_or_follower if topic in ctx.broker.image.topics_by_name
+        known = ctx.broker.image.topics_by_name.get(topic)
+        error = (ErrorCode.not_leader_or_follower
+                 if known is not None and index in known.partitions
                  else ErrorCode.unknown_topic_or_partition)
         return {"partition_index": index, "low_watermark": -1, "error_code": error}
     if not partition.is_leader:

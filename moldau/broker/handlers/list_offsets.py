@@ -27,8 +27,9 @@ def _answer(ctx: RequestContext, topic: str, partition_index: int, timestamp: in
     base = {"partition_index": partition_index, "timestamp": -1, "offset": -1,
             "leader_epoch": -1}
     if partition is None:
+        known = ctx.broker.image.topics_by_name.get(topic)
         error = (ErrorCode.not_leader_or_follower
-                 if topic in ctx.broker.image.topics_by_name
+                 if known is not None and partition_index in known.partitions
                  else ErrorCode.unknown_topic_or_partition)
         return {**base, "error_code": error}
     error = partition.check_leader_epoch(leader_epoch)
