@@ -156,6 +156,8 @@ class OffsetManager:
         try:
             self._validate_commit(shard, group_id, generation, member_id, instance_id, version)
         except GroupError as exc:
+            log.debug("OffsetCommit v%d of group %s (generation %d, member %r) refused: %s",
+                      version, group_id, generation, member_id, exc.code.name)
             return [exc.code] * len(offsets)
         now = self.timer.now_ms()
         expire = now + retention_ms if retention_ms >= 0 else -1
