@@ -56,7 +56,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         future.result(30)
 
 
-def produce(bootstrap: str, topic: str, partitions: int, per_partition: int) -> set[tuple[int, int]]:
+def produce(bootstrap: str, topic: str, partitions: int,
+            per_partition: int) -> set[tuple[int, int]]:
     """Produce records; returns the (partition, offset) of each."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     delivered: set[tuple[int, int]] = set()
