@@ -55,6 +55,21 @@ class BatchColumns:
         )
 
 
+def _uvarint_slow(data: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned varint of any length (the raw value, before zigzag decoding)."""
+    result = 0
+    shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise RecordDecodeError("varint is longer than 10 bytes")
+
+
 def _varint_slow(data: bytes, pos: int) -> tuple[int, int]:
     result = 0
     shift = 0
@@ -86,12 +101,13 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
     k_append = keys.append
     v_append = values.append
     h_append = all_headers.append
-    slow = _varint_slow
+    slow = _uvarint_slow
     no_headers: list[Header] = []
     pos = 0
+    # Varints are decoded inline (1-3 bytes; longer ones call _uvarint_slow): a function
+    # call per field would double the cost of this loop, the consumer's hottest.
     try:
         for _ in range(count):
-            # record length
             b = data[pos]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
@@ -99,28 +115,52 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
             else:
                 b2 = data[pos + 1]
                 if b2 < 0x80:
-                    v = (b & 0x7F) | (b2 << 7)
-                    length = (v >> 1) ^ -(v & 1)
+                    u = (b & 0x7F) | (b2 << 7)
                     pos += 2
                 else:
-                    length, pos = slow(data, pos)
+                    b3 = data[pos + 2]
+                    if b3 < 0x80:
+                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                        pos += 3
+                    else:
+                        u, pos = slow(data, pos)
+                length = (u >> 1) ^ -(u & 1)
             end = pos + length
             pos += 1  # attributes
-            # timestamp delta
             b = data[pos]
             if b < 0x80:
                 ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                ts_delta, pos = slow(data, pos)
-            # offset delta
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    b3 = data[pos + 2]
+                    if b3 < 0x80:
+                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                        pos += 3
+                    else:
+                        u, pos = slow(data, pos)
+                ts_delta = (u >> 1) ^ -(u & 1)
             b = data[pos]
             if b < 0x80:
                 off_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
             else:
-                off_delta, pos = slow(data, pos)
-            # key
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    b3 = data[pos + 2]
+                    if b3 < 0x80:
+                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                        pos += 3
+                    else:
+                        u, pos = slow(data, pos)
+                off_delta = (u >> 1) ^ -(u & 1)
             b = data[pos]
             if b < 0x80:
                 klen = (b >> 1) ^ -(b & 1)
@@ -128,17 +168,21 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
             else:
                 b2 = data[pos + 1]
                 if b2 < 0x80:
-                    v = (b & 0x7F) | (b2 << 7)
-                    klen = (v >> 1) ^ -(v & 1)
+                    u = (b & 0x7F) | (b2 << 7)
                     pos += 2
                 else:
-                    klen, pos = slow(data, pos)
+                    b3 = data[pos + 2]
+                    if b3 < 0x80:
+                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                        pos += 3
+                    else:
+                        u, pos = slow(data, pos)
+                klen = (u >> 1) ^ -(u & 1)
             if klen >= 0:
                 k_append(data[pos : pos + klen])
                 pos += klen
             else:
                 k_append(None)
-            # value
             b = data[pos]
             if b < 0x80:
                 vlen = (b >> 1) ^ -(b & 1)
@@ -146,29 +190,32 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
             else:
                 b2 = data[pos + 1]
                 if b2 < 0x80:
-                    v = (b & 0x7F) | (b2 << 7)
-                    vlen = (v >> 1) ^ -(v & 1)
+                    u = (b & 0x7F) | (b2 << 7)
                     pos += 2
                 else:
-                    vlen, pos = slow(data, pos)
+                    b3 = data[pos + 2]
+                    if b3 < 0x80:
+                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                        pos += 3
+                    else:
+                        u, pos = slow(data, pos)
+                vlen = (u >> 1) ^ -(u & 1)
             if vlen >= 0:
                 v_append(data[pos : pos + vlen])
                 pos += vlen
             else:
                 v_append(None)
-            # headers
-            b = data[pos]
-            if b == 0:
+            if data[pos] == 0:
                 pos += 1
                 h_append(no_headers)
             else:
-                hcount, pos = slow(data, pos)
+                hcount, pos = _varint_slow(data, pos)
                 hdrs: list[Header] = []
                 for _h in range(hcount):
-                    hklen, pos = slow(data, pos)
+                    hklen, pos = _varint_slow(data, pos)
                     hkey = data[pos : pos + hklen].decode("utf-8", "replace")
                     pos += hklen
-                    hvlen, pos = slow(data, pos)
+                    hvlen, pos = _varint_slow(data, pos)
                     if hvlen >= 0:
                         hdrs.append((hkey, data[pos : pos + hvlen]))
                         pos += hvlen

@@ -50,6 +50,7 @@ class Fetcher:
         self._busy_nodes: set[int] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._resetting = False
+        self._refreshing = False
         self._attempts: dict[TopicPartition, int] = {}
 
     def start(self) -> None:
@@ -100,8 +101,9 @@ class Fetcher:
                 continue
             if leader not in self._busy_nodes:
                 by_node.setdefault(leader, []).append(state)
-        if unknown_leader:
+        if unknown_leader or (self.cluster.metadata_stale() and not self._refreshing):
             self.cluster.add_topics(self.subs.topics())
+            self._refreshing = True
             self._spawn(self._refresh())
             retry_in = min(retry_in, self.config["retry.backoff.ms"] / 1000)
         for node, states in by_node.items():
@@ -116,6 +118,8 @@ class Fetcher:
             await self.cluster.refresh()
         except Exception as exc:
             log.debug("metadata refresh failed: %s", exc)
+        finally:
+            self._refreshing = False
         await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
         self.wakeup()
 

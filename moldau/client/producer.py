@@ -100,6 +100,7 @@ class Producer:
         self._closed = False
         self._fatal: BaseException | None = None
         self._started = False
+        self._refreshing = False
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -292,6 +293,9 @@ class Producer:
         try:
             while True:
                 now = time.monotonic()
+                if self.cluster.metadata_stale() and not self._refreshing:
+                    self._refreshing = True
+                    self._spawn(self._refresh_metadata())
                 self._expire(now)
                 ready, next_time = self.accumulator.ready(now)
                 sent_any = self._drain(ready)
@@ -374,6 +378,8 @@ class Producer:
             await self.cluster.refresh()
         except Exception as exc:
             log.debug("metadata refresh failed: %s", exc)
+        finally:
+            self._refreshing = False
         self._wakeup.set()
 
     async def _send_request(self, node: int, batches: list[ProducerBatch]) -> None:

@@ -243,3 +243,27 @@ def test_many_partitions_prefetch_and_columns(peer: Peer) -> None:
             assert seen[p] == list(range(n // 3))
 
     asyncio.run(main())
+
+
+def test_metadata_max_age_picks_up_new_partitions(peer: Peer) -> None:
+    require_apis(peer, ApiKey.PRODUCE, ApiKey.CREATE_PARTITIONS)
+
+    async def main() -> None:
+        topic = topic_name("grow")
+        await create(peer, topic, 1)
+        async with Producer({"bootstrap.servers": peer.bootstrap,
+                             "metadata.max.age.ms": 200}) as producer:
+            await producer.send(topic, b"first")
+            assert producer.partitions_for(topic) == [0]
+            async with AdminClient({"bootstrap.servers": peer.bootstrap}) as admin:
+                await admin.create_partitions({topic: 3})
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline and producer.partitions_for(topic) != [0, 1, 2]:
+                await producer.send(topic, b"x")  # the sender loop checks metadata age
+                await asyncio.sleep(0.05)
+            metas = await asyncio.gather(
+                *(producer.send(topic, b"k", partition=p) for p in (1, 2)))
+            assert [m.partition for m in metas] == [1, 2]
+            assert producer.partitions_for(topic) == [0, 1, 2]
+
+    asyncio.run(main())
