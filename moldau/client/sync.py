@@ -13,6 +13,7 @@ import atexit
 import collections
 import concurrent.futures
 import threading
+import weakref
 from collections.abc import Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
@@ -104,7 +105,9 @@ class SyncProducer(_SyncBase):
         self._scheduled = False
         self._qlock = threading.Lock()
         _run(self._client.start())
-        atexit.register(self._atexit)
+        # Flush at interpreter exit without keeping the producer alive until then.
+        ref = weakref.ref(self)
+        atexit.register(lambda: (p := ref()) is not None and p._atexit())
 
     def send(self, topic: str, value: bytes | str | None, key: bytes | str | None = None,
              headers: Any = None, partition: int | None = None,
