@@ -1,6 +1,7 @@
 """Consumer groups with every real client (issue 3, acceptance 1).
 
-For confluent-kafka, kafka-python, aiokafka, kafkajs and kcat's balanced consumer: three
+For confluent-kafka (eager range and cooperative-sticky assignors), kafka-python, aiokafka,
+kafkajs and kcat's balanced consumer: three
 consumer processes in one group on a 6-partition topic get two partitions each; one is killed
 with SIGKILL and the others take its partitions over (after the session timeout, as Kafka
 detects a dead member); every produced record is consumed at least once, and no record is
@@ -37,7 +38,7 @@ PARTITIONS = 6
 PER_PARTITION = 80
 SETTINGS = {"group.min.session.timeout.ms": 1000, "offsets.topic.num.partitions": 5,
             "group.initial.rebalance.delay.ms": 0, "num.partitions": 1}
-CLIENTS = ["confluent", "kafka-python", "aiokafka", "kafkajs", "kcat"]
+CLIENTS = ["confluent", "confluent-cooperative", "kafka-python", "aiokafka", "kafkajs", "kcat"]
 
 
 @pytest.fixture(scope="module")
@@ -102,13 +103,17 @@ def owners_cover(workers: list[Worker], expected: int) -> bool:
 def test_group_shares_partitions_and_survives_a_killed_member(
         client: str, broker: BrokerProcess, tmp_path: Path) -> None:
     require_client(client)
+    label, assignor = client, ""
+    if client == "confluent-cooperative":
+        # librdkafka's cooperative-sticky assignor: incremental rebalances (KIP-429).
+        client, assignor = "confluent", "cooperative-sticky"
     bootstrap = broker.bootstrap
     topic, group = unique(f"grp-{client}"), unique(f"g-{client}")
     create_topic(bootstrap, topic, PARTITIONS)
     commit = "auto" if client == "kcat" else "sync"
     workers = [start_worker(client, tmp_path, f"w{i}", bootstrap, group, topic, commit=commit,
                             delay_ms=15, session_ms=SESSION_MS, heartbeat_ms=HEARTBEAT_MS,
-                            auto_commit_ms=200)
+                            assignor=assignor)
                for i in range(3)]
     try:
         wait_until(lambda: sorted(len(w.assignment()) for w in workers) == [2, 2, 2]
@@ -127,7 +132,7 @@ def test_group_shares_partitions_and_survives_a_killed_member(
         wait_until(lambda: owners_cover(survivors, PARTITIONS), SESSION_MS / 1000 + 20,
                    "the survivors to take over the victim's partitions", workers)
         takeover = time.monotonic() - killed_at
-        print(f"\n[{client}] partitions of the killed member reassigned after {takeover:.2f} s "
+        print(f"\n[{label}] partitions of the killed member reassigned after {takeover:.2f} s "
               f"(session timeout {SESSION_MS / 1000:.0f} s)")
         assert takeover < SESSION_MS / 1000 + 2 * HEARTBEAT_MS / 1000 + 5
         wait_until(lambda: {r for w in workers for r in w.records()} >= expected, 90,
@@ -142,7 +147,7 @@ def test_group_shares_partitions_and_survives_a_killed_member(
             w.stop()
         check_at_least_once(workers, expected)
         dups = check_duplicates_only_after_last_commit(workers, last_commits)
-        print(f"[{client}] {len(expected)} records, {len(dups)} consumed twice (all after the "
+        print(f"[{label}] {len(expected)} records, {len(dups)} consumed twice (all after the "
               f"killed member's last commit {last_commits})")
         if commit == "sync":
             # Synchronous commits after each record: at most the one in flight per partition.
