@@ -14,6 +14,7 @@ start-up log line and real clients.
 
 from __future__ import annotations
 
+import logging
 import random
 import re
 import subprocess
@@ -49,6 +50,8 @@ from tests.integration.broker_wire import (
     produce,
 )
 
+# librdkafka logs go to logging (pytest shows them for failed tests only).
+RDKAFKA = logging.getLogger("rdkafka")
 ROOT = Path(__file__).resolve().parents[2]
 _LOADED = re.compile(r"loaded (\d+) logs \((\d+) segments; (\d+) recovered, (\d+) batches "
                      r"scanned, (\d+) bytes truncated\)")
@@ -107,7 +110,7 @@ def consume_with_confluent(bootstrap: str, topic: str, partitions: int,
     """Read every partition from the start to ``expected_ends`` with librdkafka's CRC checks
     on; any error (a corrupt batch among them) fails the test."""
     consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"verify-{time.time()}",
+        "bootstrap.servers": bootstrap, "logger": RDKAFKA, "group.id": f"verify-{time.time()}",
         "enable.auto.commit": False, "check.crcs": True, "auto.offset.reset": "error",
         "fetch.wait.max.ms": 50})
     got: dict[tuple[int, int], bytes] = {}
@@ -309,8 +312,8 @@ def test_flipped_bytes_below_the_recovery_point(broker: BrokerProcess) -> None:
         assert bytes(entry["records"][:victim.size]) == stored, "served a modified batch"
 
     consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": broker.bootstrap, "group.id": "bitrot", "check.crcs": True,
-        "enable.auto.commit": False, "auto.offset.reset": "error"})
+        "bootstrap.servers": broker.bootstrap, "logger": RDKAFKA, "group.id": "bitrot",
+        "check.crcs": True, "enable.auto.commit": False, "auto.offset.reset": "error"})
     got: dict[int, bytes] = {}
     first_error = None
     try:
@@ -408,7 +411,7 @@ def _admin_state(admin: AdminClient, port: int, topics: list[str]) -> dict[str, 
 @pytest.mark.parametrize("shutdown", ["kill", "clean"])
 def test_topics_configs_and_ids_survive_restart(broker: BrokerProcess, shutdown: str) -> None:
     broker.start()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": RDKAFKA})
     topics = ["meta-a", "meta-b", "meta-gone"]
     futures = admin.create_topics([
         NewTopic("meta-a", 2, 1, config={"retention.ms": "123456789",
@@ -439,7 +442,7 @@ def test_topics_configs_and_ids_survive_restart(broker: BrokerProcess, shutdown:
     del admin  # its reconnect attempts would only add noise while the broker is down
     broker.stop() if shutdown == "clean" else broker.kill()
     broker.start()
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": RDKAFKA})
     after = _admin_state(admin, broker.port(), topics)
     assert after == before
     assert not partition_dir(broker, "meta-gone").exists()
