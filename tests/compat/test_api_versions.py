@@ -162,8 +162,10 @@ def test_client_api_versions(client: str, tapped: KafkaEndpoint) -> None:
     highest = {key: max(versions) for key, versions in used.items()}
     expected = EXPECTED[client]
     seen = {key: highest.get(key) for key in expected}
-    assert seen == expected, (
-        f"{client} used {sorted((K(k).name, sorted(v)) for k, v in used.items())}")
+    differences = {K(k).name: (seen[k], want) for k, want in expected.items() if seen[k] != want}
+    assert not differences, (
+        f"{client}: (used, expected) {differences}; all used: "
+        f"{sorted((K(k).name, sorted(v)) for k, v in used.items())}")
     for key, version in OPTIONAL[client].items():
         if key in highest:
             assert highest[key] == version, f"{client}: {K(key).name} v{highest[key]}"
