@@ -183,7 +183,7 @@ class ClassicGroup:
         return not self.members
 
     def can_rebalance(self) -> bool:
-        return VALID_PREVIOUS[ClassicState.PREPARING_REBALANCE].__contains__(self.state)
+        return self.state in VALID_PREVIOUS[ClassicState.PREPARING_REBALANCE]
 
     # --- members -------------------------------------------------------------------------
     def add(self, member: ClassicMember) -> None:

@@ -214,11 +214,6 @@ class GroupCoordinator:
         for partition in (set(self.shards) | self.loading) - led:
             self.unload(partition)
 
-    async def wait_loaded(self) -> None:
-        """Wait until no partition is loading (tests, start-up)."""
-        while self.loading:
-            await asyncio.sleep(0.01)
-
     # --- group lifecycle ---------------------------------------------------------------
     def is_idle(self, group: Group) -> bool:
         """An empty group with nothing in flight (may be deleted)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
-from ...protocol.records.batch import iter_batches, read_header
+from ...protocol.records.batch import read_header
 from ...protocol.records.codec import Header, build_batch
 
 
@@ -69,8 +69,3 @@ class MemoryOffsetsLog:
     def read_batches(self, partition: int) -> Iterator[bytes]:
         yield from self.partitions.get(partition, [])
 
-
-def split_batches(blob: bytes) -> Iterator[bytes]:
-    """The individual batches of a blob of concatenated batches (e.g. a segment file)."""
-    for pos, header in iter_batches(blob):
-        yield blob[pos : pos + header.size]
