@@ -164,8 +164,8 @@ def test_client_api_versions(client: str, tapped: KafkaEndpoint) -> None:
     seen = {key: highest.get(key) for key in expected}
     differences = {K(k).name: (seen[k], want) for k, want in expected.items() if seen[k] != want}
     assert not differences, (
-        f"{client}: (used, expected) {differences}; all used: "
-        f"{sorted((K(k).name, sorted(v)) for k, v in used.items())}")
+        f"{client}: (used, expected) {differences}; all used (client id, api, version): "
+        f"{sorted(tap.by_client)}")
     for key, version in OPTIONAL[client].items():
         if key in highest:
             assert highest[key] == version, f"{client}: {K(key).name} v{highest[key]}"

@@ -32,6 +32,7 @@ class WireTap:
 
     def __init__(self) -> None:
         self.seen: Counter[tuple[int, int]] = Counter()
+        self.by_client: Counter[tuple[str, int, int]] = Counter()
         self.upstream_port = 0
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
@@ -68,6 +69,7 @@ class WireTap:
 
     def reset(self) -> None:
         self.seen.clear()
+        self.by_client.clear()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -85,11 +87,14 @@ class WireTap:
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                head = await reader.readexactly(8)
-                size, api_key, version = _REQUEST_HEAD.unpack(head)
+                head = await reader.readexactly(14)  # size .. client id length
+                size, api_key, version = _REQUEST_HEAD.unpack_from(head)
+                (id_len,) = struct.unpack_from(">h", head, 12)
+                client_id = await reader.readexactly(max(id_len, 0))
                 self.seen[(api_key, version)] += 1
-                writer.write(head)
-                remaining = size - 4
+                self.by_client[(client_id.decode(errors="replace"), api_key, version)] += 1
+                writer.write(head + client_id)
+                remaining = size - 10 - max(id_len, 0)
                 while remaining > 0:
                     chunk = await reader.read(min(remaining, 1 << 20))
                     if not chunk:
