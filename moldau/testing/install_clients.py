@@ -1,5 +1,5 @@
 """Install the test clients that do not come from PyPI: Debian's kcat (and the network tools
-the namespace tests use) and npm's kafkajs.
+the namespace tests use) and npm's kafkajs with its codec plugins.
 
 Run by ``make test`` (``python -m moldau.testing.install_clients``). Each tool is installed only
 when missing. Failing to install is an error with a message that says what to do: the suite
@@ -8,6 +8,7 @@ must not silently skip what it cannot run.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,7 +17,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 JS_DIR = ROOT / "tests" / "compat" / "js"
-KAFKAJS_VERSION = "2.2.4"
 DEBIAN_PACKAGES = {"kcat": "kcat", "ip": "iproute2", "nft": "nftables"}
 
 
@@ -43,21 +43,23 @@ def install_debian() -> None:
              env=env, stdout=subprocess.DEVNULL)
 
 
-def install_kafkajs() -> None:
-    marker = JS_DIR / "node_modules" / "kafkajs" / "package.json"
-    if marker.exists():
+def install_node_packages() -> None:
+    """Install kafkajs and its codec plugins as pinned in tests/compat/js/package.json."""
+    wanted = json.loads((JS_DIR / "package.json").read_text())["dependencies"]
+    missing = [name for name in wanted
+               if not (JS_DIR / "node_modules" / name / "package.json").exists()]
+    if not missing:
         return
     if shutil.which("npm") is None:
-        raise SystemExit("npm is missing: install Node.js (Debian package nodejs/npm) to run "
-                         "the kafkajs compatibility tests")
-    JS_DIR.mkdir(parents=True, exist_ok=True)
-    _run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(JS_DIR),
-          f"kafkajs@{KAFKAJS_VERSION}"], stdout=subprocess.DEVNULL)
+        raise SystemExit("npm is missing: install Node.js (Debian packages nodejs and npm) to "
+                         "run the kafkajs compatibility tests")
+    _run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", str(JS_DIR)],
+         stdout=subprocess.DEVNULL)
 
 
 def main() -> int:
     install_debian()
-    install_kafkajs()
+    install_node_packages()
     return 0
 
 
