@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from groups_harness import start_worker, wait_until
 from kafka import KafkaConsumer, OffsetAndMetadata
 from kafka import TopicPartition as KTopicPartition
-from test_groups_clients import create_topic, produce, unique
+from test_groups_clients import create_topic, owners_cover, produce, unique
 
 from moldau.testing.runner import BrokerProcess
 
 SETTINGS = {"offsets.topic.num.partitions": 5, "group.initial.rebalance.delay.ms": 0,
             "group.min.session.timeout.ms": 1000,
-            "group.consumer.heartbeat.interval.ms": 500}
+            "group.consumer.heartbeat.interval.ms": 500,
+            "group.consumer.session.timeout.ms": 10000}
 
 
 @pytest.fixture
@@ -127,3 +130,31 @@ def test_committed_offsets_survive_broker_restart(broker: BrokerProcess, kill: b
         assert seen == {0: 3, 1: 5}
     finally:
         resumed.close()
+
+
+def test_kip848_members_keep_partitions_across_a_broker_kill(broker: BrokerProcess,
+                                                             tmp_path: Path) -> None:
+    """KIP-848 members and their assignments are records too: after a kill -9 of the broker
+    the running members carry on with the same partitions, without a revocation."""
+    topic, group = unique("keep"), unique("keep-g")
+    create_topic(broker.bootstrap, topic, 4)
+    workers = [start_worker("confluent", tmp_path, f"w{i}", broker.bootstrap, group, topic,
+                            protocol="consumer") for i in range(2)]
+    try:
+        wait_until(lambda: sorted(len(w.assignment()) for w in workers) == [2, 2]
+                   and owners_cover(workers, 4), 30, "two members with two partitions",
+                   workers)
+        before = [w.assignment() for w in workers]
+        seen = [len(w.events()) for w in workers]
+        restart(broker, kill=True)
+        time.sleep(3)  # several heartbeats (interval 500 ms) against the new incarnation
+        produce(broker.bootstrap, topic, 4, 5)
+        wait_until(lambda: sum(len(w.records()) for w in workers) >= 20, 30,
+                   "the members to consume after the restart", workers)
+        assert [w.assignment() for w in workers] == before
+        changes = [e for w, n in zip(workers, seen, strict=True) for e in w.events()[n:]
+                   if e["e"] in ("assign", "revoke")]
+        assert changes == []
+    finally:
+        for w in workers:
+            w.stop()

@@ -25,7 +25,20 @@ from dataclasses import dataclass, field, replace
 
 from ...protocol.errors import ErrorCode
 from .errors import GroupError
-from .records import ConsumerGroupValue
+from .records import (
+    MEMBER_STATE_STABLE,
+    MEMBER_STATE_UNRELEASED,
+    MEMBER_STATE_UNREVOKED,
+    ConsumerAssignmentKey,
+    ConsumerAssignmentValue,
+    ConsumerGroupKey,
+    ConsumerGroupValue,
+    ConsumerMemberKey,
+    ConsumerMemberValue,
+    TopicPartitions,
+    Value,
+    WritableKey,
+)
 
 Assignment = dict[uuid.UUID, set[int]]
 
@@ -34,9 +47,11 @@ STATIC_LEAVE_EPOCH = -2
 
 
 class MemberState(enum.Enum):
-    STABLE = "stable"
-    UNREVOKED_PARTITIONS = "unrevoked_partitions"
-    UNRELEASED_PARTITIONS = "unreleased_partitions"
+    """Kafka's MemberState, valued as its byte in ConsumerGroupCurrentMemberAssignmentValue."""
+
+    STABLE = MEMBER_STATE_STABLE
+    UNREVOKED_PARTITIONS = MEMBER_STATE_UNREVOKED
+    UNRELEASED_PARTITIONS = MEMBER_STATE_UNRELEASED
 
 
 @dataclass(slots=True)
@@ -145,6 +160,8 @@ class ConsumerGroup:
         self.resolved_regex: dict[str, set[str]] = {}
         self.regex_version = -2
         self.state_timestamp = now_ms
+        # The epoch changed without a record yet (set when loading starts a new epoch).
+        self.epoch_dirty = False
 
     # --- views ---------------------------------------------------------------------------
     @property
@@ -260,9 +277,79 @@ class ConsumerGroup:
     def to_record(self) -> ConsumerGroupValue:
         return ConsumerGroupValue(self.group_epoch)
 
+    def epoch_record(self) -> tuple[WritableKey, Value]:
+        self.epoch_dirty = False
+        return ConsumerGroupKey(self.group_id), self.to_record()
+
     @classmethod
-    def replay(cls, group_id: str, value: ConsumerGroupValue, now_ms: int) -> ConsumerGroup:
-        """Rebuild from ConsumerGroupMetadata: the group and its epoch (members rejoin)."""
+    def replay(cls, group_id: str, value: ConsumerGroupValue,
+               members: Mapping[str, ConsumerMemberValue],
+               assignments: Mapping[str, ConsumerAssignmentValue], now_ms: int) -> ConsumerGroup:
+        """Rebuild from the group's epoch, member and current-assignment records.
+
+        The target assignment is not stored, so a group with members starts a new epoch:
+        the target is recomputed at the next heartbeat (the previous assignments seed the
+        sticky assignor, so partitions stay where they are) and every member reconciles to it.
+        """
         group = cls(group_id, now_ms)
         group.group_epoch = group.assignment_epoch = value.epoch
+        for member_id, meta in members.items():
+            group.put_member(member_from_records(member_id, meta, assignments.get(member_id)))
+        if group.members:
+            group.target = {m.member_id: _copy(m.assigned) for m in group.members.values()}
+            group.group_epoch += 1
+            group.epoch_dirty = True
         return group
+
+
+def _partitions(assignment: Mapping[uuid.UUID, set[int]]) -> TopicPartitions:
+    return tuple((t, tuple(sorted(p))) for t, p in sorted(assignment.items()) if p)
+
+
+def member_from_records(member_id: str, meta: ConsumerMemberValue,
+                        assignment: ConsumerAssignmentValue | None) -> ConsumerMember:
+    member = ConsumerMember(
+        member_id, instance_id=meta.instance_id, rack_id=meta.rack_id,
+        client_id=meta.client_id, client_host=meta.client_host,
+        subscribed_topic_names=list(meta.subscribed_topic_names),
+        subscribed_topic_regex=meta.subscribed_topic_regex,
+        server_assignor=meta.server_assignor, rebalance_timeout_ms=meta.rebalance_timeout_ms)
+    if assignment is not None:
+        try:
+            state = MemberState(assignment.state)
+        except ValueError:
+            state = MemberState.STABLE
+        member = replace(member, member_epoch=assignment.member_epoch,
+                         previous_member_epoch=assignment.previous_member_epoch, state=state,
+                         assigned={t: set(p) for t, p in assignment.assigned},
+                         pending_revocation={t: set(p) for t, p in assignment.pending_revocation})
+    return member
+
+
+def _metadata_value(m: ConsumerMember) -> ConsumerMemberValue:
+    return ConsumerMemberValue(m.instance_id, m.rack_id, m.client_id, m.client_host,
+                               tuple(m.subscribed_topic_names), m.subscribed_topic_regex,
+                               m.rebalance_timeout_ms, m.server_assignor)
+
+
+def _assignment_value(m: ConsumerMember) -> ConsumerAssignmentValue:
+    return ConsumerAssignmentValue(m.member_epoch, m.previous_member_epoch, m.state.value,
+                                   _partitions(m.assigned), _partitions(m.pending_revocation))
+
+
+def member_records(group_id: str, before: ConsumerMember | None,
+                   after: ConsumerMember | None) -> list[tuple[WritableKey, Value | None]]:
+    """The records that turn ``before`` into ``after`` (None = no such member)."""
+    member_id = (after or before).member_id  # type: ignore[union-attr]
+    meta_key = ConsumerMemberKey(group_id, member_id)
+    assignment_key = ConsumerAssignmentKey(group_id, member_id)
+    if after is None:
+        return [(assignment_key, None), (meta_key, None)] if before is not None else []
+    records: list[tuple[WritableKey, Value | None]] = []
+    meta = _metadata_value(after)
+    if before is None or _metadata_value(before) != meta:
+        records.append((meta_key, meta))
+    assignment = _assignment_value(after)
+    if before is None or _assignment_value(before) != assignment:
+        records.append((assignment_key, assignment))
+    return records

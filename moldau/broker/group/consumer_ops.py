@@ -9,9 +9,12 @@ assignment with the server assignor, and moves the member one step towards it
 ``group.consumer.session.timeout.ms``, or stay in revocation longer than their rebalance
 timeout.
 
-Durability: the group epoch is written (ConsumerGroupMetadata record); members are not, so
-after a coordinator restart members rejoin (they get UNKNOWN_MEMBER_ID and join again with epoch
-0) while committed offsets and the group itself survive.
+Durability: every change is answered only after its records are in ``__consumer_offsets``
+(Kafka's ConsumerGroupMetadata, ConsumerGroupMemberMetadata and
+ConsumerGroupCurrentMemberAssignment records), so after a coordinator restart members carry on
+with their partitions; the target assignment is recomputed at load (see
+:meth:`.consumer_group.ConsumerGroup.replay`). Changes made by timers (a member fenced) are
+written without a request waiting for them.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import base64
 import logging
 import re
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
@@ -36,10 +39,13 @@ from .consumer_group import (
     ConsumerMember,
     MemberState,
     is_subset,
+    member_records,
     reconcile,
 )
 from .errors import GroupError
-from .records import ConsumerGroupKey
+from .records import Value, WritableKey
+
+Records = list[tuple[WritableKey, Value | None]]
 
 if TYPE_CHECKING:
     from .coordinator import GroupCoordinator
@@ -68,10 +74,13 @@ class HeartbeatRequest:
 
 @dataclass(slots=True)
 class HeartbeatResult:
+    """The answer, and the records to write to ``__consumer_offsets`` before sending it."""
+
     member_id: str
     member_epoch: int
     heartbeat_interval_ms: int
     assignment: Assignment | None = None
+    records: list[tuple[WritableKey, Value | None]] = field(default_factory=list)
 
 
 def new_member_id() -> str:
@@ -198,13 +207,16 @@ class ConsumerProtocol:
         if shard.groups.get(group.group_id) is group:
             del shard.groups[group.group_id]
 
-    def _store_epoch(self, shard: GroupShard, group: ConsumerGroup) -> None:
+    def _write_later(self, shard: GroupShard, group: ConsumerGroup, records: Records) -> None:
+        """Write records that no request waits for (timer-driven changes)."""
+        if not records:
+            return
+
         async def store() -> None:
             try:
-                await self.coordinator.write(shard, [(ConsumerGroupKey(group.group_id),
-                                                      group.to_record())])
+                await self.coordinator.write(shard, records)
             except GroupError as exc:
-                log.warning("could not store the epoch of group %s: %s", group.group_id, exc)
+                log.warning("could not store the state of group %s: %s", group.group_id, exc)
 
         self.coordinator.spawn(store())
 
@@ -224,8 +236,9 @@ class ConsumerProtocol:
         group = self._group(shard, req.group_id, create=req.member_epoch == 0)
         image = self.coordinator.image()
         now = self.timer.now_ms()
+        records: Records = []
         if req.member_epoch == 0:
-            member = self._joining_member(shard, group, req)
+            member = self._joining_member(group, req, records)
             previous = None
         else:
             found = group.members.get(req.member_id)
@@ -245,7 +258,9 @@ class ConsumerProtocol:
         if bump or fingerprint != group.subscription_fingerprint:
             group.subscription_fingerprint = fingerprint
             group.bump_epoch(now)
-            self._store_epoch(shard, group)
+            group.epoch_dirty = True
+        if group.epoch_dirty:
+            records.append(group.epoch_record())
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group, image)
         target = group.target.get(updated.member_id, {})
@@ -253,6 +268,7 @@ class ConsumerProtocol:
                                group.partition_epoch)
         if reconciled is not updated:
             group.put_member(reconciled)
+        records += member_records(group.group_id, previous, reconciled)
         self._arm_timers(shard, group, reconciled)
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1 and req.owned is not None
@@ -261,10 +277,10 @@ class ConsumerProtocol:
         send = full or previous is None or previous.assigned != reconciled.assigned
         return HeartbeatResult(reconciled.member_id, reconciled.member_epoch,
                                self.config.consumer_heartbeat_interval_ms,
-                               reconciled.assigned if send else None)
+                               reconciled.assigned if send else None, records)
 
-    def _joining_member(self, shard: GroupShard, group: ConsumerGroup,
-                        req: HeartbeatRequest) -> ConsumerMember:
+    def _joining_member(self, group: ConsumerGroup, req: HeartbeatRequest,
+                        records: Records) -> ConsumerMember:
         if req.instance_id is not None:
             existing_id = group.static_members.get(req.instance_id)
             if existing_id is not None:
@@ -276,6 +292,8 @@ class ConsumerProtocol:
                 # The instance is back: it takes over the old member's partitions.
                 self._cancel_timers(group, existing_id)
                 group.remove_member(existing_id)
+                if existing_id != req.member_id:
+                    records += member_records(group.group_id, existing, None)
                 return replace(existing, member_id=req.member_id, member_epoch=0,
                                state=MemberState.STABLE, pending_revocation={})
         if req.member_id in group.members:
@@ -337,21 +355,26 @@ class ConsumerProtocol:
         if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             # A static member leaving for a while keeps its partitions until its session
             # times out or the same instance joins again.
-            group.put_member(replace(member, member_epoch=STATIC_LEAVE_EPOCH))
+            left = replace(member, member_epoch=STATIC_LEAVE_EPOCH)
+            group.put_member(left)
             self.timer.cancel(("cg-rebalance", group.group_id, member.member_id))
             log.info("[GroupId %s] Static member %s left the group temporarily",
                      group.group_id, member.member_id)
+            records = member_records(group.group_id, member, left)
         else:
             log.info("[GroupId %s] Member %s left the consumer group", group.group_id,
                      member.member_id)
-            self._remove(shard, group, member.member_id)
-        return HeartbeatResult(req.member_id, req.member_epoch, 0, None)
+            records = self._remove(group, member.member_id)
+        return HeartbeatResult(req.member_id, req.member_epoch, 0, None, records)
 
-    def _remove(self, shard: GroupShard, group: ConsumerGroup, member_id: str) -> None:
+    def _remove(self, group: ConsumerGroup, member_id: str) -> Records:
+        """Remove a member: the group moves to a new epoch; returns the records saying so."""
         self._cancel_timers(group, member_id)
-        if group.remove_member(member_id) is not None:
-            group.bump_epoch(self.timer.now_ms())
-            self._store_epoch(shard, group)
+        member = group.remove_member(member_id)
+        if member is None:
+            return []
+        group.bump_epoch(self.timer.now_ms())
+        return [*member_records(group.group_id, member, None), group.epoch_record()]
 
     # --- timers --------------------------------------------------------------------------
     def _arm_timers(self, shard: GroupShard, group: ConsumerGroup,
@@ -380,7 +403,7 @@ class ConsumerProtocol:
             return
         log.info("[GroupId %s] Member %s fenced from the group because of %s",
                  group.group_id, member_id, reason)
-        self._remove(shard, group, member_id)
+        self._write_later(shard, group, self._remove(group, member_id))
 
     def _revocation_expired(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
                             epoch: int) -> None:
@@ -391,7 +414,9 @@ class ConsumerProtocol:
 
     # --- lifecycle -----------------------------------------------------------------------
     def start_loaded(self, shard: GroupShard, group: ConsumerGroup) -> None:
-        """Groups are loaded without members; nothing to arm."""
+        """Arm the session timers of the members of a group just loaded from the log."""
+        for member in group.members.values():
+            self._arm_timers(shard, group, member)
 
     def shutdown_group(self, group: ConsumerGroup) -> None:
         for member_id in list(group.members):

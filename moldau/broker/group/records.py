@@ -10,15 +10,21 @@ type    key                                    value (version written)
                                                timestamp, for OffsetCommit v2-4 retention)
 2       GroupMetadataKey (group)               GroupMetadataValue v3 (classic groups)
 3       ConsumerGroupMetadataKey (group)       ConsumerGroupMetadataValue v0 (KIP-848 epoch)
+5       ConsumerGroupMemberMetadataKey         ConsumerGroupMemberMetadataValue v0
+        (group, member)                        (a KIP-848 member's subscription and client)
+8       ConsumerGroupCurrentMemberAssignment-  ConsumerGroupCurrentMemberAssignmentValue v0
+        Key (group, member)                    (member epoch, state, partitions)
 ======  =====================================  =======================================
 
 Values of every version Kafka has written (OffsetCommitValue 0-4, GroupMetadataValue 0-4) are
-read. Other record types (KIP-848 member and assignment records, share and streams groups) are
-recognised and skipped: Moldau rebuilds that state from the members' next heartbeats.
+read. Other record types (KIP-848 subscription metadata and target assignment records, share
+and streams groups) are recognised and skipped: the target assignment is recomputed when a
+group is loaded.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from .wire import Reader, RecordFormatError, Writer
@@ -26,8 +32,11 @@ from .wire import Reader, RecordFormatError, Writer
 OFFSET_COMMIT_TYPES = (0, 1)
 GROUP_METADATA_TYPE = 2
 CONSUMER_GROUP_METADATA_TYPE = 3
+CONSUMER_MEMBER_METADATA_TYPE = 5
+CONSUMER_MEMBER_ASSIGNMENT_TYPE = 8
 # KIP-848 and later record types Moldau does not keep (see the module docstring).
-KNOWN_SKIPPED_TYPES = frozenset(range(4, 22))
+KNOWN_SKIPPED_TYPES = frozenset(range(4, 22)) - {CONSUMER_MEMBER_METADATA_TYPE,
+                                                CONSUMER_MEMBER_ASSIGNMENT_TYPE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,18 +107,70 @@ class ConsumerGroupValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ConsumerMemberKey:
+    """ConsumerGroupMemberMetadataKey: one member of a KIP-848 group."""
+
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberValue:
+    """ConsumerGroupMemberMetadataValue v0."""
+
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerAssignmentKey:
+    """ConsumerGroupCurrentMemberAssignmentKey: a KIP-848 member's current assignment."""
+
+    group: str
+    member_id: str
+
+
+# Kafka's MemberState byte values.
+MEMBER_STATE_STABLE = 0
+MEMBER_STATE_UNREVOKED = 1
+MEMBER_STATE_UNRELEASED = 2
+
+TopicPartitions = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerAssignmentValue:
+    """ConsumerGroupCurrentMemberAssignmentValue v0."""
+
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: TopicPartitions
+    pending_revocation: TopicPartitions
+
+
+@dataclass(frozen=True, slots=True)
 class SkippedKey:
     """A key of a record type Moldau reads past without keeping (see module docstring)."""
 
     record_type: int
 
 
-Key = OffsetKey | GroupKey | ConsumerGroupKey | SkippedKey
-Value = OffsetValue | GroupValue | ConsumerGroupValue
+Key = (OffsetKey | GroupKey | ConsumerGroupKey | ConsumerMemberKey | ConsumerAssignmentKey
+       | SkippedKey)
+WritableKey = OffsetKey | GroupKey | ConsumerGroupKey | ConsumerMemberKey | ConsumerAssignmentKey
+Value = (OffsetValue | GroupValue | ConsumerGroupValue | ConsumerMemberValue
+         | ConsumerAssignmentValue)
 
 
 # --- keys -------------------------------------------------------------------------------
-def encode_key(key: OffsetKey | GroupKey | ConsumerGroupKey) -> bytes:
+def encode_key(key: WritableKey) -> bytes:
     """The key bytes Kafka writes for ``key``."""
     match key:
         case OffsetKey():
@@ -119,6 +180,12 @@ def encode_key(key: OffsetKey | GroupKey | ConsumerGroupKey) -> bytes:
             return Writer().i16(GROUP_METADATA_TYPE).string(key.group).getvalue()
         case ConsumerGroupKey():
             return Writer().i16(CONSUMER_GROUP_METADATA_TYPE).string(key.group).getvalue()
+        case ConsumerMemberKey():
+            return Writer().i16(CONSUMER_MEMBER_METADATA_TYPE).string(key.group).string(
+                key.member_id).getvalue()
+        case ConsumerAssignmentKey():
+            return Writer().i16(CONSUMER_MEMBER_ASSIGNMENT_TYPE).string(key.group).string(
+                key.member_id).getvalue()
     raise TypeError(f"not a key: {key!r}")
 
 
@@ -132,6 +199,10 @@ def decode_key(data: bytes | memoryview) -> Key:
         return GroupKey(reader.string())
     if record_type == CONSUMER_GROUP_METADATA_TYPE:
         return ConsumerGroupKey(reader.string())
+    if record_type == CONSUMER_MEMBER_METADATA_TYPE:
+        return ConsumerMemberKey(reader.string(), reader.string())
+    if record_type == CONSUMER_MEMBER_ASSIGNMENT_TYPE:
+        return ConsumerAssignmentKey(reader.string(), reader.string())
     if record_type in KNOWN_SKIPPED_TYPES:
         return SkippedKey(record_type)
     raise RecordFormatError(f"unknown __consumer_offsets record type {record_type}")
@@ -150,10 +221,47 @@ def encode_value(value: Value) -> bytes:
         case GroupValue():
             return _encode_group_value(value)
         case ConsumerGroupValue():
-            out = Writer(flexible=True)
-            out.buf += b"\x00\x00"  # value version 0
-            return out.i32(value.epoch).tags().getvalue()
+            return _flexible_v0().i32(value.epoch).tags().getvalue()
+        case ConsumerMemberValue():
+            out = _flexible_v0().string(value.instance_id).string(value.rack_id)
+            out.string(value.client_id).string(value.client_host)
+            out.array_len(len(value.subscribed_topic_names))
+            for name in value.subscribed_topic_names:
+                out.string(name)
+            out.string(value.subscribed_topic_regex).i32(value.rebalance_timeout_ms)
+            return out.string(value.server_assignor).tags().getvalue()
+        case ConsumerAssignmentValue():
+            out = _flexible_v0().i32(value.member_epoch).i32(value.previous_member_epoch)
+            out.i8(value.state)
+            _write_topic_partitions(out, value.assigned)
+            _write_topic_partitions(out, value.pending_revocation)
+            return out.tags().getvalue()
     raise TypeError(f"not a value: {value!r}")
+
+
+def _flexible_v0() -> Writer:
+    out = Writer(flexible=True)
+    out.buf += b"\x00\x00"  # value version 0
+    return out
+
+
+def _write_topic_partitions(out: Writer, topics: TopicPartitions) -> None:
+    out.array_len(len(topics))
+    for topic_id, partitions in topics:
+        out.uuid(topic_id).array_len(len(partitions))
+        for p in partitions:
+            out.i32(p)
+        out.tags()
+
+
+def _read_topic_partitions(reader: Reader) -> TopicPartitions:
+    topics = []
+    for _ in range(reader.array_len()):
+        topic_id = reader.uuid()
+        partitions = tuple(reader.i32() for _ in range(reader.array_len()))
+        reader.skip_tags()
+        topics.append((topic_id, partitions))
+    return tuple(topics)
 
 
 def _encode_group_value(value: GroupValue) -> bytes:
@@ -182,6 +290,23 @@ def decode_value(key: Key, data: bytes | memoryview | None) -> Value | None:
         case ConsumerGroupKey():
             reader.flexible = True
             return ConsumerGroupValue(reader.i32())
+        case ConsumerMemberKey():
+            reader.flexible = True
+            instance_id, rack_id = reader.nullable_string(), reader.nullable_string()
+            client_id, client_host = reader.string(), reader.string()
+            names = tuple(reader.string() for _ in range(reader.array_len()))
+            regex, timeout = reader.nullable_string(), reader.i32()
+            assignor = reader.nullable_string()
+            reader.skip_tags()
+            return ConsumerMemberValue(instance_id, rack_id, client_id, client_host, names,
+                                       regex, timeout, assignor)
+        case ConsumerAssignmentKey():
+            reader.flexible = True
+            epoch, previous, state = reader.i32(), reader.i32(), reader.i8()
+            assigned = _read_topic_partitions(reader)
+            pending = _read_topic_partitions(reader)
+            reader.skip_tags()
+            return ConsumerAssignmentValue(epoch, previous, state, assigned, pending)
     raise RecordFormatError(f"no value schema for {key!r}")
 
 

@@ -16,8 +16,12 @@ from typing import TYPE_CHECKING, Union
 
 from .classic import ClassicGroup
 from .records import (
+    ConsumerAssignmentKey,
+    ConsumerAssignmentValue,
     ConsumerGroupKey,
     ConsumerGroupValue,
+    ConsumerMemberKey,
+    ConsumerMemberValue,
     GroupKey,
     GroupValue,
     Key,
@@ -93,6 +97,8 @@ class GroupShard:
         # Latest GroupMetadata / ConsumerGroupMetadata value per group while loading.
         self._loaded_classic: dict[str, GroupValue] = {}
         self._loaded_consumer: dict[str, ConsumerGroupValue] = {}
+        self._loaded_members: dict[str, dict[str, ConsumerMemberValue]] = {}
+        self._loaded_assignments: dict[str, dict[str, ConsumerAssignmentValue]] = {}
 
     def replay(self, key: Key, value: Value | None, record_offset: int) -> None:
         """Apply one record read back from the log while loading."""
@@ -114,6 +120,20 @@ class GroupShard:
                     assert isinstance(value, ConsumerGroupValue)
                     self._loaded_consumer[key.group] = value
                     self._loaded_classic.pop(key.group, None)
+            case ConsumerMemberKey():
+                members = self._loaded_members.setdefault(key.group, {})
+                if value is None:
+                    members.pop(key.member_id, None)
+                else:
+                    assert isinstance(value, ConsumerMemberValue)
+                    members[key.member_id] = value
+            case ConsumerAssignmentKey():
+                assignments = self._loaded_assignments.setdefault(key.group, {})
+                if value is None:
+                    assignments.pop(key.member_id, None)
+                else:
+                    assert isinstance(value, ConsumerAssignmentValue)
+                    assignments[key.member_id] = value
             case SkippedKey():
                 pass
 
@@ -125,9 +145,13 @@ class GroupShard:
         for group_id, value in self._loaded_classic.items():
             self.groups[group_id] = ClassicGroup.replay(group_id, value, now_ms)
         for group_id, cvalue in self._loaded_consumer.items():
-            self.groups[group_id] = ConsumerGroup.replay(group_id, cvalue, now_ms)
+            self.groups[group_id] = ConsumerGroup.replay(
+                group_id, cvalue, self._loaded_members.get(group_id, {}),
+                self._loaded_assignments.get(group_id, {}), now_ms)
         for group_id in self.offsets.by_group:
             if group_id not in self.groups:
                 self.groups[group_id] = ClassicGroup(group_id, now_ms)
         self._loaded_classic.clear()
         self._loaded_consumer.clear()
+        self._loaded_members.clear()
+        self._loaded_assignments.clear()

@@ -5,7 +5,8 @@ revocations and receiving assignments all go through this one request (see
 :mod:`moldau.broker.group.consumer_ops`). Assignments are computed on the broker by the
 ``uniform`` or ``range`` assignor (``group.consumer.assignors``; a member may name one). The
 answer carries the member epoch, ``group.consumer.heartbeat.interval.ms`` and, when it changed,
-the member's assignment by topic id. v1 adds subscription by regular expression (matched
+the member's assignment by topic id, once the change is written to ``__consumer_offsets``. v1
+adds subscription by regular expression (matched
 against whole topic names, internal topics excluded) and client-chosen member ids (KIP-1082);
 a v0 join without a member id gets one from the broker.
 """
@@ -23,7 +24,7 @@ from ..group.service import coordinator_of
 
 
 @handler(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, 1)
-def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
+async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
     owned = None
     if request.topic_partitions is not None:
         owned = {}
@@ -48,6 +49,9 @@ def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> Any:
         coordinator = coordinator_of(ctx.broker)
         shard = coordinator.shard_of_group(req.group_id)
         result = coordinator.consumer.heartbeat(shard, req, ctx.version)
+        if result.records:
+            # Answer only once the change is durable, as Kafka does.
+            await coordinator.write(shard, result.records)
     except GroupError as exc:
         return ctx.respond({"throttle_time": 0, "error_code": exc.code,
                             "error_message": exc.message, "member_id": None,

@@ -34,7 +34,11 @@ class Member:
             subscribed_topic_regex=self.regex if joining or full else None,
             owned={t: set(p) for t, p in self.owned.items()} if owned or joining else None,
             client_id=self.member_id, client_host="/127.0.0.1")
-        result = self.world.coordinator.consumer.heartbeat(self.world.shard(self.group), req, 1)
+        coordinator = self.world.coordinator
+        shard = self.world.shard(self.group)
+        result = coordinator.consumer.heartbeat(shard, req, 1)
+        if result.records:  # the handler writes them before answering
+            coordinator.spawn(coordinator.write(shard, result.records))
         self.epoch = result.member_epoch
         if result.assignment is not None:
             self.owned = {t: set(p) for t, p in result.assignment.items() if p}
@@ -216,23 +220,37 @@ def test_member_epoch_checks_on_offset_commit() -> None:
     run(scenario())
 
 
-def test_group_epoch_survives_restart_and_members_rejoin() -> None:
+def test_members_and_assignments_survive_restart() -> None:
     async def scenario() -> None:
         world = await World(cfg(consumer_session_timeout_ms=10_000)).start()
-        world.add_topic("t", 2)
-        m = Member(world, "g", "m", ["t"])
-        settle_members([m])
-        await settle()  # the epoch record is written in the background
+        world.add_topic("t", 4)
+        members = [Member(world, "g", f"m{i}", ["t"]) for i in range(2)]
+        settle_members(members)
+        await settle()  # the records are written in the background by this test's client
+        before = {m.member_id: m.partitions() for m in members}
         epoch = group_of(world, "g").group_epoch
         later = await world.restarted().start()
-        assert group_of(later, "g").group_epoch == epoch
-        m.world = later
-        with pytest.raises(GroupError) as err:
-            m.beat()
-        assert err.value.code == E.unknown_member_id
-        m.epoch, m.owned = 0, {}
-        settle_members([m])
-        assert m.partitions() == {0, 1} and m.epoch > epoch
+        group = group_of(later, "g")
+        assert set(group.members) == {"m0", "m1"}
+        assert {m: {p for ps in x.assigned.values() for p in ps}
+                for m, x in group.members.items()} == before
+        # The members carry on: a new epoch, the same partitions.
+        for m in members:
+            m.world = later
+        settle_members(members)
+        assert {m.member_id: m.partitions() for m in members} == before
+        assert all(m.epoch > epoch for m in members)
+        assert group.state_name() == "Stable"
+        # A member that does not come back is fenced after the session timeout.
+        await later.advance(6000)
+        members[0].beat()
+        await later.advance(6000)
+        settle_members(members[:1])
+        assert members[0].partitions() == {0, 1, 2, 3}
+        await settle()
+        # Its removal is durable too.
+        again = await later.restarted().start()
+        assert set(group_of(again, "g").members) == {"m0"}
     run(scenario())
 
 

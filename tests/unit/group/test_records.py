@@ -1,12 +1,17 @@
 """__consumer_offsets keys and values: Kafka's byte layouts, all value versions readable."""
 
 import struct
+import uuid
 
 import pytest
 
 from moldau.broker.group.records import (
+    ConsumerAssignmentKey,
+    ConsumerAssignmentValue,
     ConsumerGroupKey,
     ConsumerGroupValue,
+    ConsumerMemberKey,
+    ConsumerMemberValue,
     GroupKey,
     GroupValue,
     MemberValue,
@@ -124,9 +129,9 @@ def test_consumer_group_metadata_layout() -> None:
 
 def test_tombstones_and_skipped_types() -> None:
     assert decode_value(OffsetKey("g", "t", 0), None) is None
-    member_key = struct.pack(">h", 5) + s16("cg") + s16("member")
-    assert decode_key(member_key) == SkippedKey(5)
-    assert decode_value(SkippedKey(5), b"\x00\x00anything") is None
+    target_key = struct.pack(">h", 7) + s16("cg") + s16("member")
+    assert decode_key(target_key) == SkippedKey(7)
+    assert decode_value(SkippedKey(7), b"\x00\x00anything") is None
 
 
 def test_malformed_records_raise() -> None:
@@ -138,3 +143,29 @@ def test_malformed_records_raise() -> None:
         decode_value(OffsetKey("g", "t", 0), struct.pack(">hq", 3, 1))
     with pytest.raises(RecordFormatError):
         decode_value(OffsetKey("g", "t", 0), struct.pack(">h", 9) + b"\x00" * 30)
+
+
+def test_consumer_member_records_layout() -> None:
+    key = ConsumerMemberKey("cg", "m1")
+    assert encode_key(key) == struct.pack(">h", 5) + s16("cg") + s16("m1")
+    assert decode_key(encode_key(key)) == key
+    value = ConsumerMemberValue("inst", None, "client", "/1.2.3.4", ("a", "b"), None, 300000,
+                                "uniform")
+    raw = encode_value(value)
+    assert raw == (struct.pack(">h", 0) + compact("inst") + compact(None) + compact("client")
+                   + compact("/1.2.3.4") + bytes([3]) + compact("a") + compact("b")
+                   + compact(None) + struct.pack(">i", 300000) + compact("uniform") + b"\x00")
+    assert decode_value(key, raw) == value
+
+
+def test_consumer_assignment_records_layout() -> None:
+    topic = uuid.UUID(int=7)
+    key = ConsumerAssignmentKey("cg", "m1")
+    assert encode_key(key) == struct.pack(">h", 8) + s16("cg") + s16("m1")
+    value = ConsumerAssignmentValue(4, 3, 1, ((topic, (0, 2)),), ((topic, (1,)),))
+    raw = encode_value(value)
+    assert raw == (struct.pack(">hiib", 0, 4, 3, 1)
+                   + bytes([2]) + topic.bytes + bytes([3]) + struct.pack(">ii", 0, 2) + b"\x00"
+                   + bytes([2]) + topic.bytes + bytes([2]) + struct.pack(">i", 1) + b"\x00"
+                   + b"\x00")
+    assert decode_value(key, raw) == value
