@@ -29,10 +29,15 @@ from ..dispatch import REGISTRY, RequestContext, handler
 _ADVERTISED_MIN = {ApiKey.PRODUCE: 0}
 
 
+def advertised_min(api_key: int) -> int:
+    """The lowest version ApiVersions lists for ``api_key``."""
+    return _ADVERTISED_MIN.get(api_key, REGISTRY[api_key].min_version)
+
+
 def _api_keys() -> list[dict[str, int]]:
     return [
         {"api_key": spec.api_key,
-         "min_version": _ADVERTISED_MIN.get(spec.api_key, spec.min_version),
+         "min_version": advertised_min(spec.api_key),
          "max_version": spec.max_version}
         for spec in sorted(REGISTRY.values(), key=lambda s: s.api_key)
     ]
