@@ -59,6 +59,8 @@ def _confluent_worker(args: argparse.Namespace, emit: Emitter) -> None:
                      "heartbeat.interval.ms": args.heartbeat_ms})
         if args.assignor:
             conf["partition.assignment.strategy"] = args.assignor
+    if args.instance:
+        conf["group.instance.id"] = args.instance
     consumer = Consumer(conf)
 
     def assigned(_c: Any, parts: list[Any]) -> None:
@@ -198,6 +200,7 @@ def worker_main(argv: list[str]) -> None:
     parser.add_argument("--heartbeat-ms", type=int, default=1000)
     parser.add_argument("--protocol", choices=("classic", "consumer"), default="classic")
     parser.add_argument("--assignor", default="")
+    parser.add_argument("--instance", default="", help="group.instance.id (confluent only)")
     args = parser.parse_args(argv)
     emit = Emitter(args.out)
     {"confluent": _confluent_worker, "kafka-python": _kafka_python_worker,
@@ -268,7 +271,7 @@ class Worker:
 def start_worker(client: str, tmp: Path, name: str, bootstrap: str, group: str, topic: str,
                  *, commit: str = "sync", delay_ms: float = 0, session_ms: int = 6000,
                  heartbeat_ms: int = 1000, auto_commit_ms: int = 1000,
-                 protocol: str = "classic", assignor: str = "") -> Worker:
+                 protocol: str = "classic", assignor: str = "", instance: str = "") -> Worker:
     out = tmp / f"{name}.jsonl"
     err = tmp / f"{name}.err"
     stderr = open(err, "wb")  # noqa: SIM115 - handed to the child
@@ -278,7 +281,7 @@ def start_worker(client: str, tmp: Path, name: str, bootstrap: str, group: str, 
                "--out", str(out), "--name", name, "--commit", commit,
                "--delay-ms", str(delay_ms), "--session-ms", str(session_ms),
                "--heartbeat-ms", str(heartbeat_ms), "--auto-commit-ms", str(auto_commit_ms),
-               "--protocol", protocol, "--assignor", assignor]
+               "--protocol", protocol, "--assignor", assignor, "--instance", instance]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=stderr, cwd=REPO)
         worker = Worker(name, out, proc, stderr_path=err)
     elif client == "kafkajs":

@@ -155,3 +155,36 @@ def test_group_shares_partitions_and_survives_a_killed_member(
     finally:
         for w in workers:
             w.stop()
+
+
+def test_static_member_restart_keeps_partitions_without_rebalance(
+        broker: BrokerProcess, tmp_path: Path) -> None:
+    """KIP-345 with librdkafka: a member with ``group.instance.id`` killed and restarted
+    within the session timeout gets its partitions back and the others never rebalance."""
+    bootstrap = broker.bootstrap
+    topic, group = unique("static"), unique("g-static")
+    create_topic(bootstrap, topic, 4)
+
+    def start(name: str, instance: str) -> Worker:
+        return start_worker("confluent", tmp_path, name, bootstrap, group, topic,
+                            session_ms=SESSION_MS, heartbeat_ms=HEARTBEAT_MS,
+                            instance=instance)
+
+    first, other = start("first", "instance-a"), start("other", "instance-b")
+    workers = [first, other]
+    try:
+        wait_until(lambda: sorted(len(w.assignment()) for w in workers) == [2, 2]
+                   and owners_cover(workers, 4), 30, "two static members", workers)
+        before = first.assignment()
+        seen = len(other.events())
+        first.kill()
+        again = start("again", "instance-a")
+        workers.append(again)
+        wait_until(lambda: len(again.assignment()) == 2, SESSION_MS / 1000, "the restarted "
+                   "instance to get its partitions back", workers)
+        assert again.assignment() == before
+        time.sleep(HEARTBEAT_MS * 3 / 1000)
+        assert [e for e in other.events()[seen:] if e["e"] in ("assign", "revoke")] == []
+    finally:
+        for w in workers:
+            w.stop()
