@@ -97,6 +97,10 @@ class Producer:
         self._all_resolved = asyncio.Event()
         self._all_resolved.set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Records of topics whose metadata is not known yet, in send order, per topic.
+        self._awaiting_metadata: dict[str, list[tuple[
+            int | None, bytes | None, bytes | None, list[Header], int,
+            asyncio.Future[RecordMetadata]]]] = {}
         self._closed = False
         self._fatal: BaseException | None = None
         self._started = False
@@ -187,12 +191,16 @@ class Producer:
         ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
         self._unresolved += 1
         self._all_resolved.clear()
-        if topic in self.cluster.topics and self.cluster.topics[topic].partitions:
+        waiting = self._awaiting_metadata.get(topic)
+        if waiting is not None:
+            # Records before this one still wait for the topic's metadata: queue behind
+            # them, or this record would be appended (and get an offset) ahead of them.
+            waiting.append((partition, key_b, value_b, hdrs, ts, future))
+        elif topic in self.cluster.topics and self.cluster.topics[topic].partitions:
             self._append(topic, partition, key_b, value_b, hdrs, ts, future)
         else:
-            task = loop.create_task(
-                self._append_after_metadata(topic, partition, key_b, value_b, hdrs, ts, future)
-            )
+            self._awaiting_metadata[topic] = [(partition, key_b, value_b, hdrs, ts, future)]
+            task = loop.create_task(self._append_after_metadata(topic))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         return future
@@ -202,16 +210,32 @@ class Producer:
         """``await send(...)`` in one call."""
         return await self.send(topic, value, **kwargs)
 
-    async def _append_after_metadata(
-        self, topic: str, partition: int | None, key: bytes | None, value: bytes | None,
-        headers: list[Header], ts: int, future: asyncio.Future[RecordMetadata],
-    ) -> None:
+    async def _append_after_metadata(self, topic: str) -> None:
+        """Wait for ``topic``'s metadata, then append every record queued for it, in order.
+
+        The queue is emptied without an await in between, so a send() that comes after
+        finds the topic known and no queue, and appends behind these records.
+        """
+        error: BaseException | None = None
         try:
             await self.cluster.wait_for_topics([topic], self.config["max.block.ms"])
-            self._append(topic, partition, key, value, headers, ts, future)
         except Exception as exc:
-            if not future.done():
-                future.set_exception(exc)
+            error = exc
+        except asyncio.CancelledError:
+            error = ClientError("producer closed before the topic's metadata arrived")
+            raise
+        finally:
+            waiting = self._awaiting_metadata.pop(topic, [])
+            for partition, key, value, headers, ts, future in waiting:
+                if future.done():
+                    continue
+                if error is None:
+                    try:
+                        self._append(topic, partition, key, value, headers, ts, future)
+                        continue
+                    except Exception as exc:  # keep going: later records need an answer
+                        error = exc
+                future.set_exception(error)
                 self._resolved(1)
 
     def _resolved(self, count: int) -> None:

@@ -11,6 +11,7 @@ import pytest
 from moldau.client import (
     AdminClient,
     Consumer,
+    KafkaTimeoutError,
     NewTopic,
     OffsetOutOfRangeError,
     Producer,
@@ -107,6 +108,44 @@ def test_acks(peer: Peer, acks: str) -> None:
             assert sorted(m.offset for m in metas) == list(range(200))
         got = await consume_all(peer, [TopicPartition(topic, 0)], 200)
         assert [r.value for r in got] == [f"v{i}".encode() for i in range(200)]
+
+    asyncio.run(main())
+
+
+def test_send_order_kept_while_topic_metadata_arrives(peer: Peer) -> None:
+    """Records sent before the producer knows a topic keep their order with those sent
+    right after the metadata arrives (they used to wait in one task each and land last:
+    offsets [0, 11, 12, ..., 1, 2, ...])."""
+    require_apis(peer, ApiKey.PRODUCE)
+
+    async def main() -> None:
+        topic = topic_name("order")
+        await create(peer, topic)
+        async with Producer({"bootstrap.servers": peer.bootstrap,
+                             "linger.ms": 20}) as producer:
+            futures = [producer.send(topic, f"early-{i}", partition=0) for i in range(10)]
+            while topic not in producer.cluster.topics:
+                await asyncio.sleep(0)  # step the loop until the metadata has landed
+            futures += [producer.send(topic, f"late-{i}", partition=0) for i in range(10)]
+            metas = await asyncio.gather(*futures)
+        assert [m.offset for m in metas] == list(range(20))
+        got = await consume_all(peer, [TopicPartition(topic, 0)], 20)
+        assert [r.value for r in got] == [f"early-{i}".encode() for i in range(10)] + [
+            f"late-{i}".encode() for i in range(10)]
+
+    asyncio.run(main())
+
+
+def test_sends_to_a_missing_topic_fail_together(peer: Peer) -> None:
+    """Every record queued for a topic that never appears fails with the time-out."""
+    async def main() -> None:
+        topic = topic_name("missing")
+        async with Producer({"bootstrap.servers": peer.bootstrap,
+                             "max.block.ms": 600}) as producer:
+            futures = [producer.send(topic, b"x") for _ in range(5)]
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            assert all(isinstance(r, KafkaTimeoutError) for r in results), results
+            await asyncio.wait_for(producer.flush(), 5)
 
     asyncio.run(main())
 
