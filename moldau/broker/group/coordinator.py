@@ -168,7 +168,13 @@ class GroupCoordinator:
 
     @staticmethod
     def _replay_batch(shard: GroupShard, raw: bytes) -> int:
-        decoded = decode_batch(raw)
+        try:
+            decoded = decode_batch(raw)
+        except (ValueError, IndexError) as exc:
+            # One unreadable batch must not keep every group of the partition offline.
+            log.warning("skipping an unreadable batch of __consumer_offsets-%d: %s",
+                        shard.partition, exc)
+            return 0
         if decoded.header.is_control:
             return 0
         count = 0

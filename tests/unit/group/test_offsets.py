@@ -245,3 +245,20 @@ def test_list_and_describe_groups() -> None:
         assert all(m["member_assignment"] for m in described["members"])
         assert admin.describe(world.shard("zzz"), "zzz")["group_state"] == "Dead"
     run(scenario())
+
+
+def test_unreadable_records_are_skipped_when_loading() -> None:
+    async def scenario() -> None:
+        from moldau.broker.group.offsets_log import records_batch
+
+        world = await World().start()
+        await commit(world, "g", offsets(("t", 0, 4)))
+        partition = world.coordinator.partition_of("g")
+        # A record of an unknown type and a batch whose records do not decode.
+        await world.log.append(partition, records_batch([(b"\x00\x63junk", b"x")], 0))
+        broken = bytearray(records_batch([(b"k", b"v")], 0))
+        broken[61:] = b"\xff" * (len(broken) - 61)
+        world.log.partitions[partition].append(bytes(broken))
+        later = await world.restarted().start()
+        assert fetch(later, "g") == {("t", 0): (4, "meta-4")}
+    run(scenario())
