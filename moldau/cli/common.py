@@ -1,0 +1,384 @@
+"""Shared parts of the client-side tools: connection options, client configs, errors.
+
+Every tool that connects takes the same options, named as in Kafka's tools:
+
+``--bootstrap-server HOST:PORT[,...]`` (``-b``)
+    where to learn the cluster from; only the first contact, every later connection goes to
+    the addresses the brokers advertise.
+``--command-config FILE``
+    a Java-properties file of client settings (``client.id``, ``request.timeout.ms``, ...).
+``--address-map 'ADVERTISED=REACHABLE,...'``
+    sets ``broker.address.map``: connect to REACHABLE whenever a broker advertises ADVERTISED
+    (for brokers behind NAT or in Docker that advertise an address this machine cannot reach).
+``--timeout SECONDS``
+    how long to keep trying to reach the cluster and to wait for each operation.
+
+Expected failures (unreachable address, a broker error, a bad option) end in one readable
+line on stderr and a non-zero exit status, never in a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import re
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any
+
+from moldau.client import (
+    AddressMap,
+    AdminError,
+    BrokerConnection,
+    BrokerError,
+    ClientError,
+    ConfigError,
+    KafkaConnectionError,
+)
+from moldau.client.config import KINDS, parse_servers
+from moldau.protocol.errors import ErrorCode
+
+DEFAULT_TIMEOUT_S = 30.0
+
+# Java-client settings that command-config files commonly carry and that do not apply here
+# (serializers: the tools work on bytes). Dropped with a note rather than rejected.
+_IGNORED_KEYS = frozenset({
+    "key.serializer", "value.serializer", "key.deserializer", "value.deserializer",
+})
+
+
+class CliError(Exception):
+    """A failure to report as one line (``exit_code`` defaults to 1)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+# --- help ---------------------------------------------------------------------------------
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps prose paragraphs of descriptions and epilogs; keeps indented lines (examples,
+    tables) as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for para in text.strip("\n").split("\n\n"):
+            lines = para.splitlines()
+            if any(line.startswith(" ") for line in lines[1:]) or lines[0].startswith(" "):
+                out.append("\n".join(indent + line for line in lines))
+            else:
+                out.append(textwrap.fill(" ".join(lines), width, initial_indent=indent,
+                                         subsequent_indent=indent))
+        return "\n\n".join(out)
+
+
+def add_tool_parser(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str, *, help: str,
+    description: str, epilog: str = "",
+) -> argparse.ArgumentParser:
+    """A subcommand parser with Moldau's help layout."""
+    return subparsers.add_parser(name, help=help, description=description, epilog=epilog,
+                                 formatter_class=HelpFormatter)
+
+
+# --- options ------------------------------------------------------------------------------
+
+
+def add_connection_options(
+    parser: argparse.ArgumentParser, *, config_flag: str = "--command-config",
+    config_help: str | None = None,
+) -> None:
+    """Add --bootstrap-server/-b, the client-config file flag, --address-map and --timeout."""
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--bootstrap-server", "-b", dest="bootstrap_server", metavar="HOST:PORT[,...]",
+        help="REQUIRED: broker(s) to connect to first, e.g. localhost:9092. The cluster then "
+             "tells the client every broker's advertised address.",
+    )
+    group.add_argument(
+        config_flag, dest="command_config", metavar="FILE",
+        help=config_help or "properties file of client settings (Kafka's key names, e.g. "
+                            "client.id=me, request.timeout.ms=5000)",
+    )
+    group.add_argument(
+        "--address-map", dest="address_map", metavar="ADVERTISED=REACHABLE[,...]",
+        help="rewrite broker addresses the cluster advertises before connecting "
+             "(sets broker.address.map), e.g. '10.0.0.5:9092=203.0.113.7:19092' or "
+             "'kafka0=localhost'. For brokers behind NAT or inside Docker.",
+    )
+    group.add_argument(
+        "--timeout", dest="timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"give up reaching the cluster, or waiting for an operation, after this many "
+             f"seconds (default {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
+    return value
+
+
+def parse_key_value(text: str, what: str) -> tuple[str, str]:
+    """``key=value`` (value may be empty or contain '='); raises CliError otherwise."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise CliError(f"{what} {text!r} is not in the form key=value", 2)
+    return key.strip(), value
+
+
+def key_values(items: list[str] | None, what: str) -> dict[str, str]:
+    """Repeated ``key=value`` options to a dict (later ones win)."""
+    return dict(parse_key_value(item, what) for item in items or [])
+
+
+# --- properties files ---------------------------------------------------------------------
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 >= len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
+            out.append(chr(int(text[i + 2:i + 6], 16)))
+            i += 6
+        else:
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+    return "".join(out)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``key=value``, ``key: value`` or ``key value``.
+
+    Handles ``#``/``!`` comments, backslash line continuations and escapes, as
+    ``java.util.Properties.load`` does.
+    """
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if (len(line) - len(line.rstrip("\\"))) % 2 == 1:  # odd backslashes: continued
+            pending += line[:-1]
+            continue
+        logical.append(pending + line)
+        pending = ""
+    if pending:
+        logical.append(pending)
+    result: dict[str, str] = {}
+    for line in logical:
+        match = re.match(r"((?:\\.|[^=:\s\\])*)\s*(?:[=:]\s*|\s+|$)(.*)$", line)
+        key = _unescape(match.group(1)) if match else ""
+        if match and key:
+            result[key] = _unescape(match.group(2))
+    return result
+
+
+def load_properties(path: str, what: str) -> dict[str, str]:
+    """Read a properties file, failing with a readable message."""
+    try:
+        return parse_properties(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CliError(f"cannot read {what} {path}: {exc.strerror or exc}", 2) from None
+
+
+# --- client configuration -----------------------------------------------------------------
+
+
+def require_bootstrap(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The parsed --bootstrap-server list; a usage error when missing or malformed."""
+    if not args.bootstrap_server:
+        raise CliError('Missing required argument "--bootstrap-server" (e.g. -b localhost:9092)',
+                       2)
+    try:
+        return parse_servers("--bootstrap-server", args.bootstrap_server)
+    except ConfigError as exc:
+        raise CliError(str(exc), 2) from None
+
+
+def client_config(args: argparse.Namespace, kind: str, *, extra_file: str | None = None,
+                  overrides: Mapping[str, str] | None = None,
+                  defaults: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Build a config dict for a ``kind`` ("admin", "producer", "consumer") client.
+
+    Precedence, lowest first: ``defaults``, ``--command-config`` (or ``extra_file``), then
+    ``overrides`` (e.g. ``--producer-property``), then the connection options themselves.
+    """
+    require_bootstrap(args)
+    config: dict[str, Any] = dict(defaults or {})
+    path = extra_file or getattr(args, "command_config", None)
+    if path:
+        config.update(load_properties(path, "client config file"))
+    config.update(overrides or {})
+    config["bootstrap.servers"] = args.bootstrap_server
+    if args.address_map:
+        config["broker.address.map"] = args.address_map
+    timeout_ms = int(args.timeout * 1000)
+    config.setdefault("request.timeout.ms", str(min(30000, timeout_ms)))
+    config.setdefault("socket.connection.setup.timeout.ms", str(min(10000, timeout_ms)))
+    known = KINDS[kind]
+    if "default.api.timeout.ms" in known:
+        config.setdefault("default.api.timeout.ms", str(timeout_ms))
+    if kind == "producer":
+        config.setdefault("max.block.ms", str(timeout_ms))
+    for key in [k for k in config if k in _IGNORED_KEYS]:
+        config.pop(key)
+    protocol = str(config.pop("security.protocol", "PLAINTEXT")).upper()
+    if protocol != "PLAINTEXT":
+        raise CliError(f"security.protocol={protocol} is not supported yet; only PLAINTEXT", 2)
+    for key in [k for k in config if k not in known]:
+        if key.startswith(("sasl.", "ssl.")):
+            raise CliError(f"{key}: SASL and SSL settings are not supported yet", 2)
+        # As Kafka's clients do: warn about a key this kind of client does not know, and go on
+        # (one properties file often serves several tools).
+        hint = difflib.get_close_matches(key, list(known), n=1)
+        print(f"moldau: warning: ignoring {key!r}, not a {kind} setting"
+              + (f" (did you mean {hint[0]!r}?)" if hint else ""), file=sys.stderr)
+        config.pop(key)
+    try:
+        AddressMap.parse(config.get("broker.address.map"))
+    except ConfigError as exc:
+        raise CliError(f"--address-map: {exc}", 2) from None
+    return config
+
+
+# --- reaching the cluster -----------------------------------------------------------------
+
+
+async def open_bootstrap(args: argparse.Namespace) -> BrokerConnection:
+    """A connection to the first bootstrap address that answers, retrying until --timeout.
+
+    Clients retry silently; a tool should say at once what is wrong, so the first round of
+    failures is reported on stderr, and the final error lists each address with its cause.
+    """
+    servers = require_bootstrap(args)
+    deadline = time.monotonic() + args.timeout
+    warned = False
+    pause = 0.1
+    while True:
+        errors: list[str] = []
+        for host, port in servers:
+            left = max(0.05, deadline - time.monotonic())
+            conn = BrokerConnection(host, port, client_id="moldau-cli",
+                                    connect_timeout_ms=int(min(left, 10.0) * 1000))
+            try:
+                await conn.connect()
+            except (KafkaConnectionError, BrokerError, OSError) as exc:
+                errors.append(_strip_prefix(str(exc)))
+                continue
+            return conn
+        if time.monotonic() + pause >= deadline:
+            raise CliError(
+                "could not reach any bootstrap server within "
+                f"{args.timeout:g} s (--timeout): " + "; ".join(errors)
+                + ". Check --bootstrap-server: is a broker running there, and is that "
+                "address reachable from this machine?"
+            )
+        if not warned:
+            print(f"moldau: {'; '.join(errors)}; retrying for up to {args.timeout:g} s "
+                  "(--timeout)", file=sys.stderr)
+            warned = True
+        await asyncio.sleep(pause)
+        pause = min(1.0, pause * 2)
+
+
+async def check_bootstrap(args: argparse.Namespace) -> None:
+    """Fail early, with every address and its cause, when no bootstrap server answers."""
+    conn = await open_bootstrap(args)
+    conn.close()
+    await conn.wait_closed()
+
+
+def _strip_prefix(text: str) -> str:
+    return text[0].lower() + text[1:] if text else text
+
+
+# --- errors -------------------------------------------------------------------------------
+
+# Kafka's default messages (org.apache.kafka.common.protocol.Errors) for codes the tools
+# report when the broker sent no message of its own.
+_DEFAULT_MESSAGES = {
+    ErrorCode.topic_already_exists: "Topic '{name}' already exists.",
+    ErrorCode.unknown_topic_or_partition: "This server does not host this topic-partition.",
+    ErrorCode.invalid_partitions: "Number of partitions is below 1.",
+    ErrorCode.invalid_replication_factor: "Replication factor is below 1 or larger than the "
+                                          "number of available brokers.",
+    ErrorCode.invalid_config: "Configuration is invalid.",
+    ErrorCode.group_id_not_found: "The group id does not exist.",
+    ErrorCode.non_empty_group: "The group is not empty.",
+    ErrorCode.policy_violation: "Request parameters do not satisfy the configured policy.",
+    ErrorCode.topic_deletion_disabled: "Topic deletion is disabled.",
+}
+
+
+def broker_message(error: BrokerError, name: str = "") -> str:
+    """The broker's own error message of ``error`` (else Kafka's default text for the code).
+
+    :class:`BrokerError` formats ``context: CODE (message)``; tools print just the message,
+    as Kafka's tools print ``exception.getMessage()``.
+    """
+    code = error.code
+    text = error.message or ""
+    marker = f"{code.name.upper()} ("
+    at = text.find(marker)
+    if at >= 0 and text.endswith(")"):
+        return text[at + len(marker):-1]
+    default = _DEFAULT_MESSAGES.get(code)
+    if default:
+        return default.format(name=name)
+    return code.name.replace("_", " ").capitalize() + "."
+
+
+def describe_error(exc: BaseException) -> str:
+    """One readable line for an exception raised by the client."""
+    if isinstance(exc, AdminError):
+        parts = [broker_message(err, str(key)) if isinstance(err, BrokerError) else str(err)
+                 for key, err in exc.errors.items()]
+        return "; ".join(parts)
+    if isinstance(exc, BrokerError):
+        return broker_message(exc)
+    text = str(exc) or type(exc).__name__
+    if "this address came from the cluster's metadata" in text:
+        text += ". Run `moldau doctor -b ...` to check every advertised address."
+    return text
+
+
+def run(coro_factory: Callable[[], Coroutine[Any, Any, int | None]], prefix: str = "Error") -> int:
+    """Run a tool's coroutine; print expected failures as one line and return the exit code."""
+    try:
+        try:
+            import uvloop
+
+            result = uvloop.run(coro_factory())
+        except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+            result = asyncio.run(coro_factory())
+        return int(result or 0)
+    except CliError as exc:
+        print(f"{prefix}: {exc}" if exc.exit_code != 2 else f"moldau: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except (ClientError, BrokerError, AdminError) as exc:
+        print(f"{prefix}: {describe_error(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
