@@ -364,8 +364,14 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
-def run(coro_factory: Callable[[], Coroutine[Any, Any, int | None]], prefix: str = "Error") -> int:
-    """Run a tool's coroutine; print expected failures as one line and return the exit code."""
+def run(coro_factory: Callable[[], Coroutine[Any, Any, int | None]], name: str,
+        error_prefix: str | None = None) -> int:
+    """Run a tool's coroutine; print expected failures as one line and return the exit code.
+
+    Usage errors (CliError with exit code 2) print as ``name: message``; failures of the
+    operation as ``error_prefix: message`` (Kafka's tools have their own prefixes, such as
+    "Error while executing topic command ").
+    """
     try:
         try:
             import uvloop
@@ -375,10 +381,11 @@ def run(coro_factory: Callable[[], Coroutine[Any, Any, int | None]], prefix: str
             result = asyncio.run(coro_factory())
         return int(result or 0)
     except CliError as exc:
-        print(f"{prefix}: {exc}" if exc.exit_code != 2 else f"moldau: {exc}", file=sys.stderr)
+        prefix = name if exc.exit_code == 2 else (error_prefix or name)
+        print(f"{prefix}: {exc}", file=sys.stderr)
         return exc.exit_code
     except (ClientError, BrokerError, AdminError) as exc:
-        print(f"{prefix}: {describe_error(exc)}", file=sys.stderr)
+        print(f"{error_prefix or name}: {describe_error(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
