@@ -20,7 +20,8 @@ ALLOWED = {
     "rest": {"protocol", "client", "registry", "rest"},
     "registry": {"protocol", "client", "registry"},
     "spark": {"protocol", "client", "spark"},
-    "cli": {"protocol", "client", "cli", "proxy", "rest", "registry", "spark"},
+    "doctor": {"protocol", "client", "doctor"},
+    "cli": {"protocol", "client", "cli", "proxy", "rest", "registry", "spark", "doctor"},
     "testing": {"protocol", "client", "broker", "storage", "testing", "cli"},
 }
 BROKER_IMPORTERS = {"moldau.cli.serve"}
