@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import os
 import re
 import sys
 import textwrap
@@ -389,3 +390,8 @@ def run(coro_factory: Callable[[], Coroutine[Any, Any, int | None]], name: str,
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`moldau topics --list | head`): stop quietly, and keep the
+        # interpreter's final flush of stdout from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
