@@ -48,17 +48,23 @@ OUTCOME_CODES = {
     Outcome.ERROR: "error",
 }
 
+PROXY_PORT_BASE = 19092
 PROXY_NOTE = (
-    "for clients you cannot change (kcat, confluent-kafka, Java, Spark or Flink jobs): run "
-    "the proxy on this side of the network; it listens on one local port per broker and "
-    "rewrites the broker addresses in Metadata, FindCoordinator and DescribeCluster answers "
-    "to its own, so the clients bootstrap with the proxy's address and stay on it"
+    "for clients you cannot change (kcat, confluent-kafka, Java, Spark or Flink jobs): run the "
+    "proxy on this side of the network and point the clients' bootstrap.servers at "
+    f"127.0.0.1:{PROXY_PORT_BASE}; the proxy reaches the brokers (through the address map), "
+    f"listens on port {PROXY_PORT_BASE + 1}+node id for each broker and rewrites the broker "
+    "addresses in Metadata, FindCoordinator and DescribeCluster answers to its own. For other "
+    "machines add --listen-host 0.0.0.0 --advertised-host NAME-THEY-USE"
 )
 
 
-def proxy_command(bootstrap: str) -> str:
+def proxy_command(bootstrap: str, address_map: str = "") -> str:
     """The ``moldau proxy`` command line that fronts the cluster reached at ``bootstrap``."""
-    return f"moldau proxy --bootstrap-server {bootstrap}"
+    command = f"moldau proxy --bootstrap-server {bootstrap}"
+    if address_map:
+        command += f" --address-map {address_map}"
+    return f"{command} --port-base {PROXY_PORT_BASE}"
 
 
 # --- plain-words explanations ------------------------------------------------------------
@@ -390,7 +396,13 @@ def _fixes(check: BrokerCheck, obs: Observations, ok_boot: list[Probe],
             "connecting, nothing changes on the broker"))
 
     boot = ",".join(p.address for p in ok_boot)
-    fixes.append(Fix("proxy", proxy_command(boot), PROXY_NOTE))
+    if check.mapped is not None and check.mapped.ok:
+        upstream_map = obs.address_map
+    elif reachable:
+        upstream_map = f"{endpoint.address}={reachable}"
+    else:
+        upstream_map = f"{endpoint.address}={target}"
+    fixes.append(Fix("proxy", proxy_command(boot, upstream_map), PROXY_NOTE))
     return tuple(fixes)
 
 

@@ -93,8 +93,9 @@ def test_unresolvable_name_explained_with_listener_and_fixes() -> None:
         "advertised.listeners=LISTENER_BOB://localhost:29092,LISTENER_FRED://localhost:9092,"
         "LISTENER_ALICE://never-gonna-give-you-up:29094")
     assert fixes["address-map"].action == "--address-map kafka0:29092=localhost:29092"
-    assert fixes["proxy"].action.startswith("moldau proxy")
-    assert "localhost:29092" in fixes["proxy"].action
+    assert fixes["proxy"].action == (
+        "moldau proxy --bootstrap-server localhost:29092 "
+        "--address-map kafka0:29092=localhost:29092 --port-base 19092")
     assert report.brokers[0].summary == "FAILED: cannot resolve 'kafka0'"
 
 
@@ -195,6 +196,9 @@ def test_reachable_only_through_the_map_is_a_warning() -> None:
     assert (finding.severity, finding.code) == (Severity.WARNING, "only-via-map")
     assert "unmodified clients" in finding.message
     assert "address-map" not in {f.kind for f in finding.fixes}
+    proxy = next(f for f in finding.fixes if f.kind == "proxy")
+    assert proxy.action == ("moldau proxy --bootstrap-server 203.0.113.11:9092 "
+                            "--address-map 10.10.0.11=203.0.113.11 --port-base 19092")
     assert report.brokers[0].via_map and report.brokers[0].reachable
     assert "only through the address map" in render_text(report)
 
