@@ -41,6 +41,7 @@ from moldau.client import (
     KafkaConnectionError,
 )
 from moldau.client.config import KINDS, parse_servers
+from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -92,18 +93,23 @@ def add_tool_parser(
 
 
 def add_connection_options(
-    parser: argparse.ArgumentParser, *, config_flag: str = "--command-config",
-    config_help: str | None = None,
+    parser: argparse.ArgumentParser, *, config_flags: tuple[str, ...] = ("--command-config",),
+    config_help: str | None = None, bootstrap_aliases: tuple[str, ...] = (),
 ) -> None:
-    """Add --bootstrap-server/-b, the client-config file flag, --address-map and --timeout."""
+    """Add --bootstrap-server/-b, the client-config file flag(s), --address-map, --timeout.
+
+    ``config_flags`` names the properties-file option (the console producer calls it
+    ``--producer.config``); ``bootstrap_aliases`` adds old spellings such as ``--broker-list``.
+    """
     group = parser.add_argument_group("connection")
     group.add_argument(
-        "--bootstrap-server", "-b", dest="bootstrap_server", metavar="HOST:PORT[,...]",
+        "--bootstrap-server", "-b", *bootstrap_aliases, dest="bootstrap_server",
+        metavar="HOST:PORT[,...]",
         help="REQUIRED: broker(s) to connect to first, e.g. localhost:9092. The cluster then "
              "tells the client every broker's advertised address.",
     )
     group.add_argument(
-        config_flag, dest="command_config", metavar="FILE",
+        *config_flags, dest="command_config", metavar="FILE",
         help=config_help or "properties file of client settings (Kafka's key names, e.g. "
                             "client.id=me, request.timeout.ms=5000)",
     )
@@ -243,6 +249,7 @@ def client_config(args: argparse.Namespace, kind: str, *, extra_file: str | None
         config.setdefault("default.api.timeout.ms", str(timeout_ms))
     if kind == "producer":
         config.setdefault("max.block.ms", str(timeout_ms))
+        config.setdefault("delivery.timeout.ms", str(timeout_ms))
     for key in [k for k in config if k in _IGNORED_KEYS]:
         config.pop(key)
     protocol = str(config.pop("security.protocol", "PLAINTEXT")).upper()
@@ -309,6 +316,51 @@ async def check_bootstrap(args: argparse.Namespace) -> None:
     conn = await open_bootstrap(args)
     conn.close()
     await conn.wait_closed()
+
+
+async def probe_topic(args: argparse.Namespace, topic: str, *, create: bool) -> int:
+    """Ask a bootstrap server about ``topic``; its partition count.
+
+    With ``create`` the request allows auto-creation, as Kafka's Java producer and consumer
+    do, so ``echo x | moldau produce --topic new`` creates the topic on brokers with
+    ``auto.create.topics.enable=true``. A topic that does not exist afterwards is an error
+    that says how to create it.
+    """
+    conn = await open_bootstrap(args)
+    try:
+        # v4+: the request says whether auto-creation is allowed (earlier versions let the
+        # broker decide).
+        version = conn.versions.require(ApiKey.METADATA, 4, what="topic metadata")
+        deadline = time.monotonic() + args.timeout
+        while True:
+            response = await conn.request(ApiKey.METADATA, {
+                "topics": [{"name": topic, "topic_id": None}],
+                "allow_auto_topic_creation": create,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            }, version=version)
+            info = next((t for t in response.topics if t.name == topic), None)
+            code = int(info.error_code) if info is not None else int(
+                ErrorCode.unknown_topic_or_partition)
+            if info is not None and not code and info.partitions:
+                return len(info.partitions)
+            retriable = code == ErrorCode.leader_not_available or (
+                create and code == ErrorCode.unknown_topic_or_partition)
+            if not retriable or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        conn.close()
+        await conn.wait_closed()
+    if code == ErrorCode.unknown_topic_or_partition:
+        hint = (" and the broker did not create it (auto.create.topics.enable=false)"
+                if create else "")
+        raise CliError(f"topic '{topic}' does not exist{hint}; create it with "
+                       f"`moldau topics -b {args.bootstrap_server} --create --topic {topic}`")
+    if code == ErrorCode.invalid_topic_exception:
+        raise CliError(f"'{topic}' is not a valid topic name: use ASCII letters, digits, "
+                       "'.', '_' and '-', at most 249 characters")
+    raise CliError(f"topic '{topic}' is not available: {ErrorCode(code).name.upper()}")
 
 
 def _strip_prefix(text: str) -> str:
