@@ -118,9 +118,10 @@ def write_clean_shutdown_marker(fs: FileSystem, log_dir: str, broker_epoch: int 
     fs.write_file_atomic(os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER), data)
 
 
-def write_partition_metadata(fs: FileSystem, partition_dir: str, topic_id: str) -> None:
+def write_partition_metadata(fs: FileSystem, partition_dir: str, topic_id: str, *,
+                             sync: bool = True) -> None:
     data = f"version: 0\ntopic_id: {topic_id}\n".encode()
-    fs.write_file_atomic(os.path.join(partition_dir, PARTITION_METADATA), data)
+    fs.write_file_atomic(os.path.join(partition_dir, PARTITION_METADATA), data, sync=sync)
 
 
 def read_partition_metadata(fs: FileSystem, partition_dir: str) -> str | None:

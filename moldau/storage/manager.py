@@ -188,8 +188,12 @@ class LogManager:
 
     def get_or_create_log(self, topic: str, partition: int,
                           config: LogConfig | Mapping[str, object] | None = None,
-                          topic_id: str | None = None) -> Log:
-        """The log of a partition, created empty in the emptiest log dir if it is new."""
+                          topic_id: str | None = None, *, sync: bool = True) -> Log:
+        """The log of a partition, created empty in the emptiest log dir if it is new.
+
+        With ``sync=False`` the new directory entries are not fsynced here; the caller does
+        it once for many logs (:meth:`create_logs`).
+        """
         tp = (topic, partition)
         with self._lock:
             existing = self._logs.get(tp)
@@ -206,11 +210,23 @@ class LogManager:
             lg = load_log(path, cfg, topic=topic, partition=partition, fs=self._fs,
                           time_ms=self._time_ms, rng=self._rng)
             if topic_id is not None:
-                write_partition_metadata(self._fs, path, topic_id)
-            self._fs.fsync_dir(log_dir)
+                write_partition_metadata(self._fs, path, topic_id, sync=sync)
+            if sync:
+                self._fs.fsync_dir(log_dir)
             self._logs[tp] = lg
             self._dir_of[tp] = log_dir
             return lg
+
+    def create_logs(self, specs: Sequence[tuple[str, int, LogConfig | None, str | None]]
+                    ) -> list[Log]:
+        """Open or create many logs ``(topic, partition, config, topic_id)`` with one fsync per
+        log dir instead of three per log: a 50-partition topic is created in tens of
+        milliseconds, not a second. A crash before the fsync loses at most empty new logs,
+        which the broker recreates from the metadata log."""
+        logs = [self.get_or_create_log(t, p, c, topic_id=i, sync=False) for t, p, c, i in specs]
+        for log_dir in {self._dir_of[(lg.topic, lg.partition)] for lg in logs}:
+            self._fs.fsync_dir(log_dir)
+        return logs
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log, rename its dir to ``...-delete`` and remove it after

@@ -4,8 +4,8 @@
 builds the coordinator on the broker's ``__consumer_offsets`` partitions, follows leadership
 changes of that topic through the controller, starts the offset expiry timer, and stops it all
 when the broker stops. ``__consumer_offsets`` is created with ``offsets.topic.*`` settings on
-the first FindCoordinator for a group, as Kafka does, and by a single node right after it
-starts.
+the first FindCoordinator for a group, as Kafka does (its logs are created in one batch, so
+even 50 partitions take well under a second).
 """
 
 from __future__ import annotations
@@ -65,19 +65,7 @@ async def start_group_coordinator(broker: Broker) -> GroupCoordinator:
     coordinator.sync_leadership()
     coordinator.start_expiry()
     broker.spawn(_close_on_stop(coordinator))
-    if not broker.config["controller.quorum.voters"]:
-        broker.spawn(_create_offsets_topic_early(broker, config))
     return coordinator
-
-
-async def _create_offsets_topic_early(broker: Broker, config: GroupConfig) -> None:
-    """A single node creates ``__consumer_offsets`` as soon as it is registered, so the first
-    consumer does not wait for ``offsets.topic.num.partitions`` logs to be created (Kafka
-    creates it on the first FindCoordinator; in a multi-node cluster Moldau does too, when
-    enough brokers are up for its replication factor)."""
-    while not any(b.broker_id == broker.node_id for b in broker.image.live_brokers()):
-        await asyncio.sleep(0.05)
-    ensure_offsets_topic(broker, config)
 
 
 async def _close_on_stop(coordinator: GroupCoordinator) -> None:
