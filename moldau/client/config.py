@@ -118,6 +118,12 @@ def _codec(name: str, value: Any) -> Codec:
         raise ConfigError(f"{name}: {exc}") from None
 
 
+def _strategies(name: str, value: Any) -> tuple[str, ...]:
+    from .group.assignors import parse_strategies  # the group package imports config
+
+    return parse_strategies(name, value)
+
+
 def _address_map(name: str, value: Any) -> AddressMap:
     return AddressMap.parse(value)
 
@@ -188,16 +194,33 @@ CONSUMER = _keys(
     ConfigKey("client.rack", _str, "", "sent in Fetch for rack-aware replica selection"),
     ConfigKey("default.api.timeout.ms", _int(1), 60000,
               "time limit of blocking calls such as position() and offset lookups"),
-    # Group membership keys: accepted now, used by moldau.client.group.
-    ConfigKey("group.id", _optional_str, None, "consumer group (group layer)"),
-    ConfigKey("group.instance.id", _optional_str, None, "static membership id (group layer)"),
-    ConfigKey("enable.auto.commit", _bool, True, "commit positions periodically (group layer)"),
-    ConfigKey("auto.commit.interval.ms", _int(0), 5000, "auto-commit period (group layer)"),
-    ConfigKey("session.timeout.ms", _int(1), 45000, "group session timeout (group layer)"),
-    ConfigKey("heartbeat.interval.ms", _int(1), 3000, "group heartbeat period (group layer)"),
-    ConfigKey("max.poll.interval.ms", _int(1), 300000, "max time between polls (group layer)"),
-    ConfigKey("partition.assignment.strategy", _str, "range,cooperative-sticky",
-              "assignors in order of preference (group layer)"),
+    # Consumer groups (moldau.client.group).
+    ConfigKey("group.id", _optional_str, None,
+              "consumer group to join (subscribe) or commit to; None: no group"),
+    ConfigKey("group.instance.id", _optional_str, None,
+              "static membership (KIP-345): a restart within session.timeout.ms keeps the "
+              "partitions without a rebalance; unique per consumer"),
+    ConfigKey("group.protocol", _choice("classic", "consumer"), "classic",
+              "classic: JoinGroup/SyncGroup with client-side assignors; consumer: KIP-848 "
+              "heartbeats with assignment on the broker"),
+    ConfigKey("group.remote.assignor", _optional_str, None,
+              "group.protocol=consumer: the broker's assignor (uniform, range); None: "
+              "the broker's default"),
+    ConfigKey("enable.auto.commit", _bool, True,
+              "commit the positions of records poll() returned every auto.commit.interval.ms "
+              "(and before partitions are revoked, and on close)"),
+    ConfigKey("auto.commit.interval.ms", _int(0), 5000, "auto-commit period"),
+    ConfigKey("session.timeout.ms", _int(1), 45000,
+              "classic: the group drops a member whose heartbeats stop for this long"),
+    ConfigKey("heartbeat.interval.ms", _int(1), 3000,
+              "classic: heartbeat period (below session.timeout.ms, typically a third)"),
+    ConfigKey("max.poll.interval.ms", _int(1), 300000,
+              "leave the group when poll() is not called for this long; also the rebalance "
+              "timeout members have to rejoin"),
+    ConfigKey("partition.assignment.strategy", _strategies, ("range", "cooperative-sticky"),
+              "classic: assignors in order of preference: range, roundrobin, sticky, "
+              "cooperative-sticky (or Java class names); cooperative rebalancing only when "
+              "all are cooperative"),
 )
 
 KINDS: dict[str, dict[str, ConfigKey]] = {

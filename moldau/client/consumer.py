@@ -5,15 +5,20 @@
 path for bulk readers such as the PySpark source. Fetching runs in the background
 (:mod:`.fetcher`), so records are usually decoded from data that is already here.
 
-Group membership (``subscribe``, ``commit``, rebalance callbacks) plugs in through
-:class:`GroupMembership`, implemented by ``moldau.client.group``: the consumer calls
-``on_poll`` before handing out records and ``close`` on shutdown; the membership drives
-``assign()`` and reads ``position()`` for commits.
+With ``group.id`` the consumer joins a consumer group: ``subscribe()`` topics (or a
+pattern) and the group shares their partitions among its members (``moldau.client.group``;
+the classic protocol, or KIP-848's with ``group.protocol=consumer``); ``commit()`` stores
+positions in the group, synchronously or not; rebalance callbacks say what changed. The
+membership plugs in through :class:`GroupMembership`: the consumer calls ``on_poll`` while
+polling and ``close`` on shutdown; the membership drives the assignment and reads positions
+for commits. Without subscribe(), ``group.id`` still serves commit()/committed() of
+assign()ed partitions ("simple" commits, generation -1).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Protocol
@@ -21,8 +26,12 @@ from typing import Any, Protocol
 from .cluster import Cluster
 from .config import parse_config
 from .decode import BatchColumns
-from .errors import BrokerError, ClientError, KafkaTimeoutError
+from .errors import BrokerError, ClientError, ConfigError, KafkaTimeoutError
 from .fetcher import Fetcher, take_batches
+from .group.listener import Callback, RebalanceListener, make_listener
+from .group.membership import CommitCallback, GroupMember
+from .group.subscription import TopicSubscription
+from .group.types import OffsetAndMetadata
 from .leaders import list_offsets
 from .retry import wait_event
 from .subscription import EARLIEST, LATEST, SubscriptionState
@@ -33,14 +42,22 @@ class GroupMembership(Protocol):
     """What the group layer provides to a Consumer (see module docstring)."""
 
     async def on_poll(self, consumer: Consumer) -> None:
-        """Heartbeat/rebalance work due before records are returned."""
+        """Rebalance work due while polling (runs listeners; raises fatal group errors)."""
 
     async def commit(self, consumer: Consumer,
-                     offsets: Mapping[TopicPartition, int] | None) -> None:
+                     offsets: Mapping[TopicPartition, int | OffsetAndMetadata] | None,
+                     asynchronous: bool = False, callback: CommitCallback | None = None
+                     ) -> Any:
         """Commit ``offsets`` (default: current positions)."""
 
     async def close(self, consumer: Consumer) -> None:
-        """Leave the group."""
+        """Commit (auto-commit), revoke, leave the group."""
+
+
+def _membership(consumer: Consumer) -> GroupMember:
+    from .group import make_membership
+
+    return make_membership(consumer)
 
 
 class Consumer:
@@ -51,7 +68,9 @@ class Consumer:
         self.cluster = Cluster(self.config)
         self.subscription = SubscriptionState(self.config["auto.offset.reset"])
         self.fetcher = Fetcher(self.cluster, self.subscription, self.config)
-        self.group: GroupMembership | None = None
+        self.group: GroupMember | None = None
+        if self.config["group.id"] is not None:
+            self.group = _membership(self)
         self._read_committed = self.config["isolation.level"] == "read_committed"
         self._started = False
         self._closed = False
@@ -86,6 +105,13 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         """Read exactly these partitions (replaces the previous assignment)."""
+        if self.group is not None and self.group.subscribed:
+            raise ClientError("assign() on a consumer that subscribe()d: the group decides "
+                              "its partitions; call unsubscribe() first")
+        self._group_assign(TopicPartition(*tp) for tp in partitions)
+
+    def _group_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Set the assignment (the group layer's entry; keeps positions of kept partitions)."""
         tps = [TopicPartition(*tp) for tp in partitions]
         self.subscription.assign(tps)
         self.cluster.add_topics({tp.topic for tp in tps})
@@ -200,11 +226,12 @@ class Consumer:
         """
         if not self._started:
             raise ClientError("call await consumer.start() (or use async with) before poll()")
-        if self.group is not None:
-            await self.group.on_poll(self)
         limit = max_records or self.config["max.poll.records"]
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
+            if self.group is not None:
+                # Each round, so a rebalance finishing while poll() waits applies at once.
+                await self.group.on_poll(self)
             result = self._collect(limit)
             if result:
                 self.fetcher.wakeup()
@@ -270,16 +297,78 @@ class Consumer:
             for record in await self.poll(1.0):
                 yield record
 
-    # --- group seam -----------------------------------------------------------------------
+    # --- groups ---------------------------------------------------------------------------
 
-    def subscribe(self, topics: Iterable[str], listener: Any = None) -> None:
-        """Join ``group.id`` and read the given topics. Provided by moldau.client.group."""
-        raise NotImplementedError(
-            "subscribe() needs the group layer (moldau.client.group); use assign() for now"
-        )
-
-    async def commit(self, offsets: Mapping[TopicPartition, int] | None = None) -> None:
-        """Commit positions to the group coordinator (needs group membership)."""
+    def _require_group(self, what: str) -> GroupMember:
         if self.group is None:
-            raise ClientError("commit() needs group.id and subscribe() (moldau.client.group)")
-        await self.group.commit(self, offsets)
+            raise ConfigError(f"{what} needs group.id: set it in the consumer config")
+        return self.group
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str],
+        listener: RebalanceListener | None = None,
+        *,
+        on_assign: Callback | None = None,
+        on_revoke: Callback | None = None,
+        on_lost: Callback | None = None,
+    ) -> None:
+        """Join ``group.id`` and read the given topics, or the topics a pattern matches
+        (``re.compile(...)``, or a name starting with ``^`` as librdkafka takes it).
+
+        The group shares the topics' partitions among its members; the join happens in
+        poll(). Rebalance callbacks (see :mod:`moldau.client.group.listener`): a
+        :class:`RebalanceListener`, or ``on_assign``/``on_revoke``/``on_lost`` functions
+        (plain or async) taking the set of partitions. Subscribing again replaces the
+        subscription (and rebalances).
+        """
+        group = self._require_group("subscribe()")
+        subscription = TopicSubscription.parse(topics)
+        if not group.subscribed and self.subscription.partitions:
+            raise ClientError("subscribe() on a consumer with assign()ed partitions; "
+                              "assign([]) first")
+        group.subscribe(subscription, make_listener(listener, on_assign, on_revoke, on_lost))
+        self.fetcher.wakeup()
+
+    async def unsubscribe(self) -> None:
+        """Give up every partition (on_revoke, auto-commit) and leave the group."""
+        if self.group is not None and self.group.subscribed:
+            await self.group.unsubscribe()
+
+    def subscription_topics(self) -> set[str]:
+        """The subscribed topic names (for a pattern: those it matched at the last join)."""
+        if self.group is None or self.group.subscription is None:
+            return set()
+        return self.group.subscribed_topics()
+
+    async def commit(
+        self,
+        offsets: Mapping[TopicPartition | tuple[str, int], int | OffsetAndMetadata] | None = None,
+        *,
+        asynchronous: bool = False,
+        callback: CommitCallback | None = None,
+    ) -> Any:
+        """Commit offsets to the group: by default the current positions (the offsets after
+        the records poll() returned), else ``{partition: offset or OffsetAndMetadata}``
+        (offset = the next record to read; metadata strings are stored with it).
+
+        Synchronous (default): returns ``{partition: OffsetAndMetadata}`` once the group has
+        them; raises CommitFailedError when the group rebalanced and this member lost its
+        partitions, RebalanceInProgressError during a rebalance (poll(), then retry).
+        ``asynchronous=True`` returns at once with a task; ``callback(offsets, error)`` runs
+        when it completes. close() waits for commits in flight.
+        """
+        group = self._require_group("commit()")
+        given = None if offsets is None else {TopicPartition(*tp): v for tp, v in offsets.items()}
+        return await group.commit(self, given, asynchronous, callback)
+
+    async def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]]
+                        ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (None where nothing is committed)."""
+        group = self._require_group("committed()")
+        return await group.committed([TopicPartition(*tp) for tp in partitions])
+
+    @property
+    def member_id(self) -> str:
+        """This consumer's member id in its group ("" before it joined)."""
+        return self.group.member_id if self.group is not None else ""
