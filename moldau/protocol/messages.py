@@ -24,6 +24,7 @@ from kio.serial.readers import read_unsigned_varint
 
 from .api_keys import ApiKey
 from .errors import InvalidRequest
+from .request_validator import validate_request_body
 
 _HEADER_FIXED = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
@@ -130,10 +131,15 @@ def decode_request_header(frame: memoryview | bytes) -> tuple[RequestHeader, int
 
 
 def decode_request(header: RequestHeader, frame: memoryview | bytes, offset: int) -> Any:
-    """Decode the body of a request with kio; raises InvalidRequest on malformed input."""
+    """Decode the body of a request with kio; raises InvalidRequest on malformed input.
+
+    The body is checked first (:mod:`.request_validator`): kio's reader would abort the
+    process on a huge array count and accepts null for arrays that are not nullable.
+    """
     schema = request_schema(header.api_key, header.api_version)
     if schema is None:
         raise InvalidRequest(f"no schema for api {header.api_key} v{header.api_version}")
+    validate_request_body(header.api_key, header.api_version, frame, offset)
     try:
         value, _size = entity_reader(schema)(frame, offset)
     except Exception as exc:
