@@ -2,7 +2,10 @@
 
 Handlers live in :mod:`moldau.broker.handlers`, one module per Kafka API, and register with
 ``@handler(ApiKey.X, min_version, max_version)``. ApiVersions answers from this registry, so the
-broker advertises exactly what it implements and cannot drift.
+broker advertises exactly what it implements and cannot drift. A hot API may register its own
+body decoder (``decoder=``, called as ``decoder(header, frame, offset)`` and raising
+InvalidRequest on malformed input) instead of kio's (:func:`decode_request`, which checks the
+body's bounds and nulls before kio reads it); Produce does.
 
 A handler takes ``(ctx, request)`` and returns (or, if ``async``, resolves to):
 
@@ -71,6 +74,7 @@ class RequestContext:
 
 
 HandlerFn = Callable[[RequestContext, Any], Any]
+Decoder = Callable[[RequestHeader, Any, int], Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,20 +83,22 @@ class HandlerSpec:
     min_version: int
     max_version: int
     fn: HandlerFn
+    decoder: Decoder = decode_request
 
 
 REGISTRY: dict[int, HandlerSpec] = {}
 
 
 def handler(
-    api_key: ApiKey, min_version: int, max_version: int
+    api_key: ApiKey, min_version: int, max_version: int, *, decoder: Decoder = decode_request
 ) -> Callable[[HandlerFn], HandlerFn]:
-    """Register ``fn`` as the handler of ``api_key`` for the given version range."""
+    """Register ``fn`` as the handler of ``api_key`` for the given version range; requests
+    reach it decoded by ``decoder`` (kio's entities by default)."""
 
     def register(fn: HandlerFn) -> HandlerFn:
         if api_key in REGISTRY:
             raise RuntimeError(f"two handlers for {api_key.name}")
-        REGISTRY[api_key] = HandlerSpec(int(api_key), min_version, max_version, fn)
+        REGISTRY[api_key] = HandlerSpec(int(api_key), min_version, max_version, fn, decoder)
         return fn
 
     return register
@@ -160,7 +166,7 @@ def parse_frame(frame: bytes | bytearray) -> tuple[RequestHeader, HandlerSpec | 
             f"(served: {spec.min_version}-{spec.max_version})"
         )
     try:
-        request = decode_request(header, frame, offset)
+        request = spec.decoder(header, frame, offset)
     except InvalidRequest as exc:
         raise Disconnect(str(exc)) from None
     return header, spec, request
