@@ -1,0 +1,104 @@
+"""Seed 000's Docker case: internal listener inside the network, forwarded port on the host.
+
+Namespaces: ``host`` (the Docker host: bridge br0, port publishing by DNAT from
+localhost), ``kafka0`` (the broker container, seed 000's environment verbatim) and
+``kafkacat`` (a client container on the same Docker network).
+"""
+
+from __future__ import annotations
+
+from .brokers import start_broker
+from .clients import (
+    confluent_roundtrip,
+    doctor,
+    kcat_metadata,
+    kcat_produce,
+    kcat_roundtrip,
+    program,
+)
+from .lab import Lab, netlab
+from .topologies import SEED_000_ENV, docker_network
+
+
+@netlab
+def test_inside_and_host_clients_each_use_their_listener() -> None:
+    with Lab() as lab:
+        net = docker_network(lab)
+        start_broker(lab, net.kafka0, env=SEED_000_ENV)
+        # A client container uses listener BOB: kafka0:29092, resolvable on the network.
+        kcat_roundtrip(net.client, "kafka0:29092", "inside")
+        confluent_roundtrip(net.client, "kafka0:29092", "inside-confluent")
+        # A client on the host uses the published port 9092, listener FRED, which
+        # advertises localhost:9092: that is the host's own forwarded port again.
+        assert kcat_metadata(net.host, "localhost:9092").brokers == [(0, "localhost:9092")]
+        kcat_roundtrip(net.host, "localhost:9092", "host")
+        confluent_roundtrip(net.host, "localhost:9092", "host-confluent")
+        # Both sides see the same topics: the host reads what the container wrote.
+        assert kcat_metadata(net.host, "localhost:9092").output.count('topic "inside"') == 1
+        # The doctor agrees: healthy on both sides.
+        for ns, bootstrap in ((net.client, "kafka0:29092"), (net.host, "localhost:9092")):
+            status, text, data = doctor(ns, bootstrap)
+            assert status == 0, text
+            assert data["findings"] == [] and data["ok"] is True
+
+
+@netlab
+def test_host_client_on_the_internal_listener_fails_and_doctor_explains() -> None:
+    with Lab() as lab:
+        # The misconfiguration: the internal port 29092 is published too, and a client on
+        # the host bootstraps through it.
+        net = docker_network(lab, published=(9092, 29092, 29094))
+        start_broker(lab, net.kafka0, env=SEED_000_ENV)
+        meta = kcat_metadata(net.host, "localhost:29092")
+        assert meta.brokers == [(0, "kafka0:29092")]
+
+        # Bootstrap works, everything after it fails, the way the seed shows.
+        produced = kcat_produce(net.host, "localhost:29092", "t", ["x"], timeout_ms=4000)
+        assert produced.returncode != 0
+        assert "Failed to resolve 'kafka0:29092'" in produced.stderr, produced.stderr
+        outcome = program(net.host, "confluent", "localhost:29092", "t2", timeout=4)
+        assert not outcome["ok"] and outcome["produced"] == 0
+        assert any("Failed to resolve 'kafka0:29092'" in line
+                   for line in outcome["logs"] + outcome["errors"]), outcome
+
+        status, text, data = doctor(net.host, "localhost:29092")
+        assert status == 1, text
+        [finding] = data["findings"]
+        assert finding["code"] == "unresolvable"
+        assert "'kafka0' does not resolve" in finding["message"]
+        assert "listener LISTENER_BOB" in finding["message"]
+        fixes = {f["kind"]: f["action"] for f in finding["fixes"]}
+        # The simplest fix, checked by the doctor: bootstrap through LISTENER_FRED.
+        assert finding["fixes"][0]["action"] == "--bootstrap-server localhost:9092"
+        assert fixes["advertised.listeners"] == (
+            "advertised.listeners=LISTENER_BOB://localhost:29092,"
+            "LISTENER_FRED://localhost:9092,LISTENER_ALICE://never-gonna-give-you-up:29094")
+        assert fixes["address-map"] == "--address-map kafka0:29092=localhost:29092"
+        assert "FAILED: cannot resolve 'kafka0'" in text
+
+        # The fixes the doctor offers work from the host.
+        kcat_roundtrip(net.host, "localhost:9092", "fixed")
+        mapped = program(net.host, "moldau", "localhost:29092", "fixed-map",
+                         address_map="kafka0:29092=localhost:29092")
+        assert mapped["ok"], mapped
+        status, text, data = doctor(net.host, "localhost:29092", "--address-map",
+                                    "kafka0:29092=localhost:29092")
+        assert status == 0, text
+        assert [f["code"] for f in data["findings"]] == ["only-via-map"]
+
+
+@netlab
+def test_alice_listener_advertises_a_name_nobody_here_resolves() -> None:
+    with Lab() as lab:
+        net = docker_network(lab)
+        start_broker(lab, net.kafka0, env=SEED_000_ENV)
+        assert kcat_metadata(net.host, "localhost:29094").brokers == [
+            (0, "never-gonna-give-you-up:29094")]
+        produced = kcat_produce(net.host, "localhost:29094", "t", ["x"], timeout_ms=4000)
+        assert produced.returncode != 0
+        assert "Failed to resolve 'never-gonna-give-you-up:29094'" in produced.stderr
+        status, text, data = doctor(net.host, "localhost:29094")
+        assert status == 1, text
+        assert [f["code"] for f in data["findings"]] == ["unresolvable"]
+        # LISTENER_FRED's localhost:9092 works from the host: offered first.
+        assert data["findings"][0]["fixes"][0]["action"] == "--bootstrap-server localhost:9092"

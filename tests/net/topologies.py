@@ -1,0 +1,172 @@
+"""The networks of the seeds, built from lab namespaces.
+
+Addresses are private (RFC 1918) or documentation ranges (RFC 5737: 198.51.100.0/24,
+203.0.113.0/24) and exist only inside the lab's own namespaces. Where a seed shows a public
+address (AWS's 54.191.84.122) the lab uses a documentation address in its place and keeps
+the seed's host names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .lab import Lab, Netns
+
+# Seed 000's docker-compose environment for kafka0, verbatim (ZooKeeper is not needed).
+SEED_000_ENV = {
+    "KAFKA_BROKER_ID": "0",
+    "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181",
+    "KAFKA_LISTENERS": "LISTENER_BOB://kafka0:29092,LISTENER_FRED://kafka0:9092,"
+                       "LISTENER_ALICE://kafka0:29094",
+    "KAFKA_ADVERTISED_LISTENERS": "LISTENER_BOB://kafka0:29092,LISTENER_FRED://localhost:9092,"
+                                  "LISTENER_ALICE://never-gonna-give-you-up:29094",
+    "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "LISTENER_BOB:PLAINTEXT,LISTENER_FRED:PLAINTEXT,"
+                                            "LISTENER_ALICE:PLAINTEXT",
+    "KAFKA_INTER_BROKER_LISTENER_NAME": "LISTENER_BOB",
+}
+
+DOCKER_SUBNET = "172.18.0.0/16"
+KAFKA0_IP = "172.18.0.2"
+CLIENT_IP = "172.18.0.3"
+
+
+@dataclass
+class DockerNetwork:
+    """Seed 000's Docker setup: the host, a user-defined network, two containers.
+
+    ``host`` owns the bridge (as dockerd does) and publishes ports from ``localhost`` to the
+    kafka0 container with DNAT, as Docker's port publishing does (``ports: - '9092:9092'``).
+    ``kafka0`` and ``client`` (the kafkacat container) resolve ``kafka0`` the way Docker's
+    embedded DNS does; the host resolves only ``localhost``.
+    """
+
+    host: Netns
+    kafka0: Netns
+    client: Netns
+
+
+def docker_network(lab: Lab, *, published: tuple[int, ...] = (9092, 29094)) -> DockerNetwork:
+    containers = {"kafka0": KAFKA0_IP}
+    host = lab.netns("host")
+    kafka0 = lab.netns("kafka0", containers)
+    client = lab.netns("kafkacat", containers)
+    lab.bridge(host, "br0", "172.18.0.1/16")
+    lab.attach(host, "br0", kafka0, "eth0", f"{KAFKA0_IP}/16", gateway="172.18.0.1")
+    lab.attach(host, "br0", client, "eth0", f"{CLIENT_IP}/16", gateway="172.18.0.1")
+    # Locally generated connections to 127.0.0.1 are DNATed to the container; their loopback
+    # source must be allowed out of br0 (route_localnet) and masqueraded.
+    host.sysctl("net.ipv4.conf.all.route_localnet", "1")
+    host.sysctl("net.ipv4.conf.br0.route_localnet", "1")
+    ports = ", ".join(str(p) for p in published)
+    host.nft(f"""
+table ip docker_publish {{
+    chain output {{
+        type nat hook output priority -100;
+        ip daddr 127.0.0.1 tcp dport {{ {ports} }} dnat to {KAFKA0_IP}
+    }}
+    chain postrouting {{
+        type nat hook postrouting priority 100;
+        ip saddr 127.0.0.0/8 oifname "br0" masquerade
+    }}
+}}
+""")
+    return DockerNetwork(host, kafka0, client)
+
+
+# --- AWS (seed 000) ---------------------------------------------------------------------------
+
+EC2_PRIVATE_IP = "172.31.18.160"
+EC2_PUBLIC_IP = "203.0.113.122"  # stands in for 54.191.84.122
+EC2_INTERNAL_NAME = "ip-172-31-18-160.us-west-2.compute.internal"
+EC2_PUBLIC_NAME = "ec2-54-191-84-122.us-west-2.compute.amazonaws.com"
+LAPTOP_IP = "198.51.100.23"
+
+
+@dataclass
+class AwsNetwork:
+    """A VPC (EC2 instance ``ec2``, client ``vpc_client``), its internet gateway, a laptop.
+
+    The gateway maps the instance's public address 1:1 to its private one (as AWS does).
+    ``public_name_inside`` decides whether the public DNS name also resolves inside the VPC
+    (seed 000 option 1: it does, to the private address; option 2: it does not).
+    """
+
+    ec2: Netns
+    vpc_client: Netns
+    gateway: Netns
+    laptop: Netns
+
+
+def aws_network(lab: Lab, *, public_name_inside: bool) -> AwsNetwork:
+    inside = {EC2_INTERNAL_NAME: EC2_PRIVATE_IP}
+    if public_name_inside:
+        inside[EC2_PUBLIC_NAME] = EC2_PRIVATE_IP
+    gateway = lab.netns("igw")
+    ec2 = lab.netns("ec2", inside)
+    vpc_client = lab.netns("vpcclient", inside)
+    laptop = lab.netns("laptop", {EC2_PUBLIC_NAME: EC2_PUBLIC_IP})
+    lab.bridge(gateway, "vpc0", "172.31.16.1/20")
+    lab.attach(gateway, "vpc0", ec2, "eth0", f"{EC2_PRIVATE_IP}/20", gateway="172.31.16.1")
+    lab.attach(gateway, "vpc0", vpc_client, "eth0", "172.31.20.5/20", gateway="172.31.16.1")
+    lab.link(gateway, "inet0", "198.51.100.1/24", laptop, "eth0", f"{LAPTOP_IP}/24")
+    laptop.ip("route", "add", "default", "via", "198.51.100.1")
+    gateway.sysctl("net.ipv4.ip_forward", "1")
+    gateway.nft(f"""
+table ip igw {{
+    chain prerouting {{
+        type nat hook prerouting priority -100;
+        iifname "inet0" ip daddr {EC2_PUBLIC_IP} dnat to {EC2_PRIVATE_IP}
+    }}
+}}
+""")
+    return AwsNetwork(ec2, vpc_client, gateway, laptop)
+
+
+# --- NAT between headquarters and a branch (seed 002) -----------------------------------------
+
+HQ_BROKER_IP = "10.10.0.11"  # ip1: the broker's address inside headquarters
+NAT_BROKER_IP = "203.0.113.11"  # n_ip1: the address opened to the branch
+BRANCH_IP = "203.0.113.50"
+
+
+@dataclass
+class NatNetwork:
+    """Headquarters (broker ``hq``, internal client ``hq_client``), NAT box ``nat``, ``branch``.
+
+    The NAT box translates n_ip1 to ip1 and only lets translated connections through: the
+    branch has a route to headquarters, but a direct connection to ip1 is dropped (the
+    seed's firewall: "因为没开墙"), so it hangs until the client's timeout.
+    """
+
+    hq: Netns
+    hq_client: Netns
+    nat: Netns
+    branch: Netns
+
+
+def nat_network(lab: Lab) -> NatNetwork:
+    nat = lab.netns("nat")
+    hq = lab.netns("hq")
+    hq_client = lab.netns("hqclient")
+    branch = lab.netns("branch")
+    lab.bridge(nat, "hq0", "10.10.0.1/24")
+    lab.attach(nat, "hq0", hq, "eth0", f"{HQ_BROKER_IP}/24", gateway="10.10.0.1")
+    lab.attach(nat, "hq0", hq_client, "eth0", "10.10.0.21/24", gateway="10.10.0.1")
+    lab.link(nat, "wan0", "203.0.113.1/24", branch, "eth0", f"{BRANCH_IP}/24")
+    nat.ip("addr", "add", f"{NAT_BROKER_IP}/32", "dev", "wan0")
+    branch.ip("route", "add", "10.10.0.0/24", "via", "203.0.113.1")
+    nat.sysctl("net.ipv4.ip_forward", "1")
+    nat.nft(f"""
+table ip nat_box {{
+    chain prerouting {{
+        type nat hook prerouting priority -100;
+        iifname "wan0" ip daddr {NAT_BROKER_IP} dnat to {HQ_BROKER_IP}
+    }}
+    chain forward_filter {{
+        type filter hook forward priority 0; policy accept;
+        iifname "wan0" ct status dnat accept
+        iifname "wan0" drop
+    }}
+}}
+""")
+    return NatNetwork(hq, hq_client, nat, branch)
