@@ -5,9 +5,8 @@ Each call retries retriable errors (refreshing metadata, e.g. after NOT_CONTROLL
 when ``raise_errors=False``; by default any failed item raises :class:`AdminError` listing
 every failure.
 
-Group administration (list/describe/delete groups, group offsets) is added by
-``moldau.client.group``; the methods are declared at the end of the class so the API has
-its final shape now.
+Consumer-group administration (list/describe/delete groups, committed offsets, lag) lives
+in :mod:`moldau.client.group.admin_ops`; the methods here delegate to it.
 """
 
 from __future__ import annotations
@@ -23,13 +22,18 @@ from .admin_types import (
     AlterConfigOp,
     ConfigEntry,
     ConfigResource,
+    GroupDescription,
+    GroupListing,
     ListOffsetsResult,
     NewTopic,
+    PartitionLag,
     ResourceType,
 )
 from .cluster import Cluster
 from .config import parse_config
 from .errors import BrokerError
+from .group import admin_ops
+from .group.types import OffsetAndMetadata
 from .leaders import for_each_leader, list_offsets
 from .retry import call_with_retries
 from .types import BrokerInfo, ClusterInfo, TopicInfo, TopicPartition
@@ -420,31 +424,52 @@ class AdminClient:
         info = await self.describe_cluster()
         return {b.node_id: b for b in info.brokers}
 
-    # --- groups: provided by moldau.client.group ------------------------------------------
+    # --- consumer groups (moldau.client.group.admin_ops) ---------------------------------
 
-    async def list_groups(self) -> Any:
-        """List consumer groups (ListGroups on every broker). Added by moldau.client.group."""
-        raise NotImplementedError("group admin is added by moldau.client.group")
+    async def list_groups(self, *, states: Iterable[str] | None = None,
+                          types: Iterable[str] | None = None) -> list[GroupListing]:
+        """Groups of every broker, optionally only those in the given states (Stable, Empty,
+        PreparingRebalance, CompletingRebalance, Dead, or KIP-848's Assigning/Reconciling)
+        or of the given types (classic, consumer)."""
+        return await admin_ops.list_groups(self, states, types)
 
-    async def describe_groups(self, group_ids: Iterable[str]) -> Any:
-        """Describe consumer groups (DescribeGroups). Added by moldau.client.group."""
-        raise NotImplementedError("group admin is added by moldau.client.group")
+    async def describe_groups(self, group_ids: Iterable[str], *, raise_errors: bool = True
+                              ) -> dict[str, GroupDescription | BrokerError]:
+        """State, assignor and members (client id, host, subscription, decoded assignment)
+        of each group; a group that does not exist is described as Dead."""
+        return await admin_ops.describe_groups(self, group_ids, raise_errors)
 
-    async def delete_groups(self, group_ids: Iterable[str]) -> Any:
-        """Delete empty consumer groups (DeleteGroups). Added by moldau.client.group."""
-        raise NotImplementedError("group admin is added by moldau.client.group")
+    async def delete_groups(self, group_ids: Iterable[str], *, raise_errors: bool = True
+                            ) -> dict[str, BrokerError | None]:
+        """Delete empty groups with their committed offsets (NON_EMPTY_GROUP otherwise)."""
+        return await admin_ops.delete_groups(self, group_ids, raise_errors)
 
-    async def list_group_offsets(self, group_id: str) -> Any:
-        """Committed offsets of a group (OffsetFetch). Added by moldau.client.group."""
-        raise NotImplementedError("group admin is added by moldau.client.group")
+    async def list_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Committed offsets of a group: every committed partition, or the given ones
+        (None where nothing is committed)."""
+        return await admin_ops.list_group_offsets(self, group_id, partitions)
 
-    async def alter_group_offsets(self, group_id: str, offsets: Any) -> Any:
-        """Set committed offsets of an empty group (OffsetCommit). Added by .group."""
-        raise NotImplementedError("group admin is added by moldau.client.group")
+    async def alter_group_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
+        *, raise_errors: bool = True,
+    ) -> dict[TopicPartition, BrokerError | None]:
+        """Set committed offsets, as ``kafka-consumer-groups --reset-offsets`` does: only for
+        a group without active members (its consumers stopped)."""
+        return await admin_ops.alter_group_offsets(self, group_id, offsets, raise_errors)
 
-    async def delete_group_offsets(self, group_id: str, partitions: Any) -> Any:
-        """Delete committed offsets (OffsetDelete). Added by moldau.client.group."""
-        raise NotImplementedError("group admin is added by moldau.client.group")
+    async def delete_group_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition], *,
+        raise_errors: bool = True,
+    ) -> dict[TopicPartition, BrokerError | None]:
+        """Delete committed offsets of partitions whose topics no member subscribes to."""
+        return await admin_ops.delete_group_offsets(self, group_id, partitions, raise_errors)
+
+    async def describe_group_lag(self, group_id: str) -> list[PartitionLag]:
+        """Per partition: committed offset, log end offset, lag and the member reading it
+        (what ``moldau groups --describe`` prints)."""
+        return await admin_ops.describe_group_lag(self, group_id)
 
 
 def _key(item: Any) -> str:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .errors import BrokerError, ClientError
+from .group.types import OffsetAndMetadata as OffsetAndMetadata  # re-exported
+from .types import BrokerInfo, TopicPartition
 
 
 class ResourceType(enum.IntEnum):
@@ -111,3 +113,67 @@ class AdminError(ClientError):
         listing = "; ".join(f"{key}: {err}" for key, err in errors.items())
         super().__init__(f"{what} failed for {len(errors)} item(s): {listing}")
         self.errors = errors
+
+
+# --- consumer groups ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GroupListing:
+    """One group as ListGroups reports it (``state``/``type`` None when the broker's
+    ListGroups version lacks them)."""
+
+    group_id: str
+    protocol_type: str
+    state: str | None = None
+    type: str | None = None
+
+
+@dataclass(frozen=True)
+class MemberDescription:
+    """A group member: ids, where it runs, what it subscribes to and what it holds."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    assignment: frozenset[TopicPartition] = frozenset()
+    topics: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GroupDescription:
+    """DescribeGroups of one group. ``state`` is Kafka's (Empty, Stable, PreparingRebalance,
+    CompletingRebalance, Dead; Dead also for a group that does not exist); ``protocol`` is
+    the chosen assignor of a consumer group."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[MemberDescription, ...] = ()
+    coordinator: BrokerInfo | None = None
+
+    @property
+    def is_simple(self) -> bool:
+        """A group that only has committed offsets (no protocol, no members)."""
+        return not self.protocol_type and not self.members
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    """One row of ``moldau groups --describe``: a partition the group commits or reads.
+
+    ``committed``/``lag`` are None when nothing is committed; ``log_end_offset`` is -1 when
+    it could not be read. The member fields are empty for partitions nobody reads now.
+    """
+
+    topic: str
+    partition: int
+    committed: int | None
+    log_end_offset: int
+    lag: int | None
+    member_id: str = ""
+    group_instance_id: str | None = None
+    client_id: str = ""
+    host: str = ""
+    metadata: str = ""

@@ -4,6 +4,10 @@ All sync clients of a process share one event loop running in a daemon thread; e
 hands its coroutine to that loop and waits. ``SyncProducer.send`` does not wait: records go
 into a thread-safe queue that the loop drains in bulk (one wake-up per burst, not per
 record), and it returns a ``concurrent.futures.Future`` of the RecordMetadata.
+
+``SyncConsumer`` runs rebalance callbacks on the thread that called ``poll()`` (or
+``close()``/``unsubscribe()``), so they may call the consumer, e.g. ``commit()`` in
+``on_revoke``; the loop waits for them as the asyncio consumer waits for async callbacks.
 """
 
 from __future__ import annotations
@@ -12,14 +16,19 @@ import asyncio
 import atexit
 import collections
 import concurrent.futures
+import queue
+import re
 import threading
 import weakref
-from collections.abc import Coroutine, Iterable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from .admin import AdminClient
 from .consumer import Consumer
 from .decode import BatchColumns
+from .group.listener import Callback, RebalanceListener, make_listener
+from .group.membership import CommitCallback
+from .group.types import OffsetAndMetadata
 from .producer import Producer
 from .types import ConsumerRecord, RecordMetadata, TopicPartition
 
@@ -168,11 +177,73 @@ def _transfer(source: asyncio.Future[T], target: concurrent.futures.Future[T]) -
         target.set_result(source.result())
 
 
+class _CallerThread:
+    """Runs a coroutine on the loop while the calling thread serves callback requests."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Any, ...]] | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._queue is not None:  # re-entered from a callback: plain call
+            return _run(coro)
+        inbox: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
+
+        async def runner() -> None:
+            try:
+                inbox.put(("done", await coro, None))
+            except BaseException as exc:
+                inbox.put(("done", None, exc))
+
+        self._queue = inbox
+        try:
+            asyncio.run_coroutine_threadsafe(runner(), background_loop())
+            while True:
+                item = inbox.get()
+                if item[0] == "done":
+                    if item[2] is not None:
+                        raise item[2]
+                    return item[1]  # type: ignore[no-any-return]
+                _kind, fn, args, done = item
+                try:
+                    done.set_result(fn(*args))
+                except BaseException as exc:
+                    done.set_exception(exc)
+        finally:
+            self._queue = None
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """From the loop: run ``fn(*args)`` on the waiting caller thread and await it."""
+        inbox = self._queue
+        if inbox is None:
+            return fn(*args)
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        inbox.put(("call", fn, args, done))
+        return await asyncio.wrap_future(done)
+
+
+class _ThreadListener(RebalanceListener):
+    """Forwards rebalance callbacks to the thread blocked in a SyncConsumer call."""
+
+    def __init__(self, caller: _CallerThread, listener: RebalanceListener) -> None:
+        self._caller = caller
+        self._listener = listener
+
+    async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> Any:
+        return await self._caller.call(self._listener.on_partitions_revoked, partitions)
+
+    async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> Any:
+        return await self._caller.call(self._listener.on_partitions_assigned, partitions)
+
+    async def on_partitions_lost(self, partitions: set[TopicPartition]) -> Any:
+        return await self._caller.call(self._listener.on_partitions_lost, partitions)
+
+
 class SyncConsumer(_SyncBase):
-    """Blocking Consumer: assign/seek/poll/position without asyncio."""
+    """Blocking Consumer: assign/seek/poll/position, groups and commits without asyncio."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self._client = Consumer(config)
+        self._caller = _CallerThread()
         _run(self._client.start())
 
     def _call(self, fn: Any, *args: Any) -> Any:
@@ -180,6 +251,9 @@ class SyncConsumer(_SyncBase):
             return fn(*args)
 
         return _run(call())
+
+    def close(self) -> None:
+        self._caller.run(self._client.close())
 
     def assign(self, partitions: Iterable[TopicPartition | tuple[str, int]]) -> None:
         self._call(self._client.assign, list(partitions))
@@ -207,11 +281,11 @@ class SyncConsumer(_SyncBase):
 
     def poll(self, timeout: float = 1.0, max_records: int | None = None
              ) -> list[ConsumerRecord]:
-        return _run(self._client.poll(timeout, max_records))
+        return self._caller.run(self._client.poll(timeout, max_records))
 
     def poll_batches(self, timeout: float = 1.0, max_records: int | None = None
                      ) -> list[tuple[TopicPartition, BatchColumns]]:
-        return _run(self._client.poll_batches(timeout, max_records))
+        return self._caller.run(self._client.poll_batches(timeout, max_records))
 
     def beginning_offsets(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return _run(self._client.beginning_offsets(list(partitions)))
@@ -230,6 +304,51 @@ class SyncConsumer(_SyncBase):
             return self._client.cluster.partitions_for(topic)
 
         return _run(get())
+
+    # --- groups ---------------------------------------------------------------------------
+
+    def subscribe(
+        self,
+        topics: Iterable[str] | str | re.Pattern[str],
+        listener: RebalanceListener | None = None,
+        *,
+        on_assign: Callback | None = None,
+        on_revoke: Callback | None = None,
+        on_lost: Callback | None = None,
+    ) -> None:
+        """Consumer.subscribe(); callbacks run on the thread calling poll()/close()."""
+        inner = make_listener(listener, on_assign, on_revoke, on_lost)
+        self._call(self._client.subscribe, topics, _ThreadListener(self._caller, inner))
+
+    def unsubscribe(self) -> None:
+        self._caller.run(self._client.unsubscribe())
+
+    def commit(
+        self,
+        offsets: Mapping[TopicPartition | tuple[str, int], int | OffsetAndMetadata] | None = None,
+        *,
+        asynchronous: bool = False,
+        callback: CommitCallback | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata] | None:
+        """Consumer.commit(). Asynchronous commits return None at once; ``callback`` then
+        runs on the client's loop thread (it must not call the sync clients)."""
+        async def commit() -> Any:
+            result = await self._client.commit(offsets, asynchronous=asynchronous,
+                                               callback=callback)
+            return None if asynchronous else result
+
+        return _run(commit())  # type: ignore[no-any-return]
+
+    def committed(self, partitions: Iterable[TopicPartition | tuple[str, int]]
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return _run(self._client.committed(list(partitions)))
+
+    def subscription(self) -> set[str]:
+        return self._client.subscription_topics()
+
+    @property
+    def member_id(self) -> str:
+        return self._client.member_id
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while not self._client._closed:
