@@ -5,10 +5,12 @@ Example (seed 002: brokers advertise pre-NAT addresses 10.1.0.11-13, reachable a
 
     moldau proxy --bootstrap-server 203.0.113.11:9092 \\
         --address-map 10.1.0.11=203.0.113.11,10.1.0.12=203.0.113.12,10.1.0.13=203.0.113.13 \\
-        --listen-host 0.0.0.0 --advertised-host proxy.example.com --port-base 19092
+        --listen-host 0.0.0.0 --advertised-host proxy.example.com --port-base 19090
 
-Clients then use ``bootstrap.servers=proxy.example.com:19092`` and are handed
-``proxy.example.com:19093+node_id`` for each broker. SIGTERM or SIGINT stop it cleanly.
+Broker ``n`` is then served on port ``19090+n``; clients use the broker ports as their
+``bootstrap.servers`` (printed at start: ``clients bootstrap from ...``). A bootstrap server
+that is not a broker's address (an alias, a load balancer) gets a port of its own.
+SIGTERM or SIGINT stop it cleanly.
 With ``--json`` one JSON object per line goes to stdout: ``started`` (all mappings), then
 ``route_added``/``route_moved``/``listener_error`` as brokers appear or move, ``stopped``.
 """
@@ -35,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser = subparsers.add_parser(
         "proxy", help="Kafka-protocol proxy that rewrites broker addresses",
         description=(
-            "Listen on one local port per upstream broker (plus a bootstrap port), forward "
+            "Listen on one local port per upstream broker, forward "
             "Kafka requests byte for byte, and rewrite the broker addresses in Metadata, "
             "FindCoordinator, DescribeCluster (and KIP-951 node endpoint) answers to the "
             "proxy's own, so unmodified clients reach brokers whose advertised addresses "
@@ -50,10 +52,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         help="host name or IP clients use to reach the proxy, written into "
                              "rewritten answers (default: --listen-host)")
     parser.add_argument("--port-base", type=int, metavar="N",
-                        help="bootstrap port N, broker n on port N+1+n (default: free ports "
-                             "chosen by the OS)")
-    parser.add_argument("--bootstrap-port", type=int, metavar="PORT",
-                        help="bootstrap port (overrides --port-base for it)")
+                        help="serve broker n on port N+n (default: free ports chosen by the "
+                             "OS)")
+    parser.add_argument("--bootstrap-port", type=int, action="append", default=[],
+                        metavar="PORT",
+                        help="port for a bootstrap server that is not a broker's own address "
+                             "(repeatable, in --bootstrap-server order; default: free)")
     parser.add_argument("--broker-port", action="append", default=[], metavar="ID=PORT",
                         help="pin broker ID to local PORT (repeatable)")
     parser.add_argument("--address-map", action="append", default=[],
@@ -85,10 +89,10 @@ def _broker_ports(items: list[str]) -> dict[int, int]:
 
 def build_config(args: argparse.Namespace) -> ProxyConfig:
     """ProxyConfig from parsed arguments; raises ConfigError/ProxyError on bad values."""
-    for name in ("port_base", "bootstrap_port"):
-        value = getattr(args, name)
+    for flag, value in [("--port-base", args.port_base),
+                        *(("--bootstrap-port", p) for p in args.bootstrap_port)]:
         if value is not None and not 0 <= value < 65536:
-            raise ConfigError(f"--{name.replace('_', '-')} {value} is not a port (0-65535)")
+            raise ConfigError(f"{flag} {value} is not a port (0-65535)")
     return ProxyConfig(
         bootstrap_servers=parse_servers("--bootstrap-server", args.bootstrap_server),
         listen_host=args.listen_host,

@@ -78,20 +78,21 @@ class PortPlan:
     """How listening ports are chosen.
 
     ``explicit`` pins broker ids to ports; otherwise, with ``base`` set, broker ``n`` listens
-    on ``base + 1 + n`` (``base`` itself is the bootstrap port unless ``bootstrap`` says
-    otherwise); otherwise the OS picks a free port (0). Controllers get free ports.
+    on ``base + n``; otherwise the OS picks a free port (0). Controllers get free ports.
+    ``bootstrap`` lists ports for bootstrap servers that are not also a broker's address (an
+    alias, a load balancer), in order; those not listed get free ports.
     """
 
     base: int | None = None
     explicit: dict[int, int] = field(default_factory=dict)
-    bootstrap: int | None = None
+    bootstrap: list[int] = field(default_factory=list)
 
     def port_for(self, kind: str, node_id: int) -> int:
         """The port to bind for a node (0: any free port)."""
         if kind == BROKER and node_id in self.explicit:
             return self.explicit[node_id]
         if kind == BROKER and self.base is not None:
-            port = self.base + 1 + node_id
+            port = self.base + node_id
             if not 0 < port < 65536:
                 raise ValueError(
                     f"--port-base {self.base} gives broker {node_id} port {port}, outside "
@@ -101,11 +102,9 @@ class PortPlan:
             return port
         return 0
 
-    def bootstrap_port(self) -> int:
-        """The bootstrap listener's port (``bootstrap``, else ``base``, else 0: a free one)."""
-        if self.bootstrap is not None:
-            return self.bootstrap
-        return self.base if self.base is not None else 0
+    def bootstrap_port(self, index: int) -> int:
+        """The port of the ``index``-th separate bootstrap listener (0: a free one)."""
+        return self.bootstrap[index] if index < len(self.bootstrap) else 0
 
 
 class RouteTable:
@@ -136,6 +135,14 @@ class RouteTable:
         route.advertised = (host, port)
         route.upstream = upstream
         return route, Change.MOVED
+
+    def by_upstream(self, host: str, port: int) -> Route | None:
+        """The bound broker route whose upstream address is ``host:port``, if any."""
+        for route in self.routes.values():
+            if route.kind == BROKER and route.port > 0 and \
+                    (route.upstream[0].lower(), route.upstream[1]) == (host.lower(), port):
+                return route
+        return None
 
     def by_port(self) -> dict[int, Route]:
         """Bound routes by local port."""

@@ -2,7 +2,9 @@
 
 At start the proxy asks the upstream cluster for Metadata (through the bootstrap addresses,
 with the address map applied, as any Moldau client would), opens one listening port per
-broker plus a bootstrap port, and reports the mapping. From then on every Metadata,
+broker, and reports the mapping. A bootstrap server whose address is a broker's (after the
+address map) is served by that broker's port; any other bootstrap address (an alias, a load
+balancer) gets a port of its own that forwards to it. From then on every Metadata,
 FindCoordinator, DescribeCluster (and KIP-951 node endpoint) answer that passes through
 updates the route table: a new node id gets a new port before the answer reaches the client,
 a changed address redirects new connections.
@@ -34,6 +36,11 @@ log = logging.getLogger("moldau.proxy")
 _BACKLOG = 512
 # Repeated identical connection failures are logged at most this often.
 _REPEAT_LOG_S = 30.0
+
+
+def _fixed_target(address: tuple[str, int],
+                  what: str) -> Callable[[], list[tuple[tuple[str, int], str]]]:
+    return lambda: [(address, what)]
 
 
 class ProxyError(Exception):
@@ -79,10 +86,9 @@ class ProxyServer:
         self.on_event = on_event or (lambda event: None)
         self.routes = RouteTable(config.address_map)
         self.connections: set[ClientSide] = set()
-        self.bootstrap_port = 0
+        self.bootstrap: list[dict[str, Any]] = []  # port, upstream, node_id (None: separate)
         self._servers: list[asyncio.AbstractServer] = []
         self._pending: set[asyncio.Task[None]] = set()
-        self._bootstrap_order = list(config.bootstrap_servers)
         self._warned: set[object] = set()
         self._last_failure: dict[tuple[str, str], float] = {}
         self._stopped = False
@@ -101,16 +107,6 @@ class ProxyServer:
         a port cannot be bound.
         """
         brokers = await self._discover()
-        wanted = self.config.ports.bootstrap_port()
-        try:
-            sock = self._bind(wanted)
-        except OSError as exc:
-            raise ProxyError(
-                f"cannot listen on {format_address(self.config.listen_host, wanted)} "
-                f"for the bootstrap port: {exc.strerror or exc}"
-            ) from None
-        self.bootstrap_port = sock.getsockname()[1]
-        await self._serve(sock, "bootstrap", self._bootstrap_targets)
         for node_id, host, port in brokers:
             route, _ = self.routes.observe(BROKER, node_id, host, port)
             self._open_listener(route)
@@ -118,11 +114,47 @@ class ProxyServer:
                 await self.stop()
                 raise ProxyError(f"cannot listen for {route.name}: {route.error}")
         await asyncio.gather(*self._pending)
+        await self._open_bootstrap_listeners()
         for route in self.routes.sorted():
             log.info("port %d -> %s", route.port, route.describe())
-        log.info("bootstrap port %d -> %s", self.bootstrap_port,
-                 ", ".join(format_address(*a) for a in self.config.bootstrap_servers))
+        for entry in self.bootstrap:
+            if entry["node_id"] is None:
+                log.info("port %d -> bootstrap server %s", entry["port"], entry["upstream"])
+        log.info("clients bootstrap from %s", self.bootstrap_servers)
         self.on_event({"event": "started", **self.status()})
+
+    async def _open_bootstrap_listeners(self) -> None:
+        """A port per bootstrap server: the broker's own when the address is a broker's
+        (so clients see their bootstrap address among the brokers), else a separate one."""
+        separate = 0
+        for host, port in self.config.bootstrap_servers:
+            route = self.routes.by_upstream(host, port)
+            if route is not None:
+                entry = {"port": route.port, "upstream": format_address(host, port),
+                         "node_id": route.node_id}
+            else:
+                wanted = self.config.ports.bootstrap_port(separate)
+                separate += 1
+                try:
+                    sock = self._bind(wanted)
+                except OSError as exc:
+                    await self.stop()
+                    raise ProxyError(
+                        f"cannot listen on {format_address(self.config.listen_host, wanted)} "
+                        f"for bootstrap server {format_address(host, port)}: "
+                        f"{exc.strerror or exc}"
+                    ) from None
+                what = f"bootstrap server {format_address(host, port)}"
+                await self._serve(sock, what, _fixed_target((host, port), what))
+                entry = {"port": sock.getsockname()[1], "upstream": format_address(host, port),
+                         "node_id": None}
+            if all(e["port"] != entry["port"] for e in self.bootstrap):
+                self.bootstrap.append(entry)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """The ``bootstrap.servers`` value clients of the proxy use."""
+        return ",".join(format_address(self.advertised_host, e["port"]) for e in self.bootstrap)
 
     async def _discover(self) -> list[tuple[int, str, int]]:
         cfg = parse_config("admin", {
@@ -154,10 +186,7 @@ class ProxyServer:
         return {
             "listen_host": self.config.listen_host,
             "advertised_host": self.advertised_host,
-            "bootstrap": {
-                "port": self.bootstrap_port,
-                "upstream": [format_address(*a) for a in self.config.bootstrap_servers],
-            },
+            "bootstrap": {"servers": self.bootstrap_servers, "listeners": self.bootstrap},
             "routes": [r.to_json() for r in self.routes.sorted()],
         }
 
@@ -214,9 +243,6 @@ class ProxyServer:
     def _node_targets(self, route: Route) -> list[tuple[tuple[str, int], str]]:
         return [(route.upstream, route.describe())]
 
-    def _bootstrap_targets(self) -> list[tuple[tuple[str, int], str]]:
-        return [(a, f"bootstrap server {format_address(*a)}") for a in self._bootstrap_order]
-
     # --- what relays call -----------------------------------------------------------------
 
     def resolve(self, kind: str, node_id: int, host: str, port: int) -> tuple[str, int] | None:
@@ -244,7 +270,7 @@ class ProxyServer:
             return
         self._last_failure[key] = now
         hint = ""
-        if listener != "bootstrap":
+        if not listener.startswith("bootstrap"):
             hint = (" (the proxy connects to the address the cluster advertises for this node;"
                     " if the proxy cannot reach it, map it with --address-map "
                     "ADVERTISED=REACHABLE)")

@@ -165,8 +165,8 @@ class ProxyProcess:
 
     @property
     def bootstrap(self) -> str:
-        """``127.0.0.1:<bootstrap port>`` for clients."""
-        return f"{self.started['advertised_host']}:{self.started['bootstrap']['port']}"
+        """The ``bootstrap.servers`` for clients of the proxy (``127.0.0.1:<port>,...``)."""
+        return str(self.started["bootstrap"]["servers"])
 
     def routes(self) -> dict[int, dict[str, Any]]:
         """Broker routes by node id, as last reported (started, added, moved)."""

@@ -65,6 +65,38 @@ def test_kcat_metadata_lists_the_proxy(setup: tuple[BrokerProcess, ProxyProcess]
     assert UNREACHABLE_HOST not in listing
 
 
+def test_bootstrap_is_the_broker_port(setup: tuple[BrokerProcess, ProxyProcess]) -> None:
+    # The bootstrap server is broker 1's address (after the address map): clients bootstrap
+    # from broker 1's proxy port and recognise it as broker 1.
+    _, proxy = setup
+    assert proxy.bootstrap == f"127.0.0.1:{proxy.port(1)}"
+    listing = kcat("-b", proxy.bootstrap, "-L").stdout
+    assert listing.startswith(f"Metadata for all topics (from broker 1: {proxy.bootstrap}/1)")
+
+
+def test_separate_bootstrap_port_and_port_base(setup: tuple[BrokerProcess, ProxyProcess]) -> None:
+    # "localhost:PORT" is not an address the cluster advertises: it gets a port of its own.
+    broker, _ = setup
+    base = free_port() - 1  # broker 1 -> base + 1
+    boot = free_port()
+    with ProxyProcess(f"localhost:{broker.port()}",
+                      address_map=f"{UNREACHABLE_HOST}=127.0.0.1",
+                      args=["--port-base", str(base), "--bootstrap-port", str(boot)]) as proxy:
+        assert proxy.port(1) == base + 1
+        assert proxy.bootstrap == f"127.0.0.1:{boot}"
+        [listener] = proxy.started["bootstrap"]["listeners"]
+        assert listener == {"port": boot, "upstream": f"localhost:{broker.port()}",
+                            "node_id": None}
+        listing = kcat("-b", proxy.bootstrap, "-L").stdout
+        assert listing.startswith(f"Metadata for all topics (from broker -1: "
+                                  f"127.0.0.1:{boot}/bootstrap)"), listing
+        assert f"broker 1 at 127.0.0.1:{base + 1}" in listing
+        topic = name("separate")
+        assert kcat("-b", proxy.bootstrap, "-P", "-t", topic, stdin="1\n2\n").returncode == 0
+        consumed = kcat("-b", proxy.bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q")
+        assert consumed.stdout.splitlines() == ["1", "2"]
+
+
 def test_kcat_produce_consume(setup: tuple[BrokerProcess, ProxyProcess]) -> None:
     _, proxy = setup
     topic = name("kcat")

@@ -29,10 +29,6 @@ def setup() -> Iterator[tuple[BrokerProcess, ProxyProcess]]:
         yield pair
 
 
-def bootstrap_port(proxy: ProxyProcess) -> int:
-    return int(proxy.bootstrap.rsplit(":", 1)[1])
-
-
 def api_versions_v99(wire: Wire, cid: int) -> bytes:
     """An ApiVersions request at a version nobody serves (KIP-511 fallback)."""
     _, frame = wire.frame(ApiKey.API_VERSIONS, 3, CLIENT, correlation_id=cid)
@@ -58,7 +54,7 @@ def test_pipelined_requests_answered_in_order_and_rewritten(
         (ApiKey.METADATA, 1, {"topics": None}),
         (ApiKey.API_VERSIONS, 0, {}),
     ]
-    with Wire(bootstrap_port(proxy)) as wire:
+    with Wire(proxy.port(1)) as wire:
         burst = b""
         for cid, (key, version, body) in enumerate(plan, start=100):
             burst += (api_versions_v99(wire, cid) if version == 99
@@ -123,12 +119,11 @@ def test_produce_and_fetch_bytes_pass_unchanged(setup: tuple[BrokerProcess, Prox
 
 def test_many_connections_at_once(setup: tuple[BrokerProcess, ProxyProcess]) -> None:
     _, proxy = setup
-    ports = [bootstrap_port(proxy), proxy.port(1)]
     errors: list[BaseException] = []
 
-    def client(index: int) -> None:
+    def client() -> None:
         try:
-            with Wire(ports[index % 2]) as wire:
+            with Wire(proxy.port(1)) as wire:
                 versions = [12, 9, 4, 1, 0, 13]
                 burst = b"".join(
                     wire.frame(ApiKey.METADATA, versions[i % len(versions)],
@@ -145,7 +140,7 @@ def test_many_connections_at_once(setup: tuple[BrokerProcess, ProxyProcess]) -> 
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(24)]
+    threads = [threading.Thread(target=client) for _ in range(24)]
     for t in threads:
         t.start()
     for t in threads:

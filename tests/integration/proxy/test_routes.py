@@ -40,12 +40,20 @@ def test_to_json_names_every_address() -> None:
 
 def test_port_plan() -> None:
     assert PortPlan().port_for("broker", 1) == 0
-    assert PortPlan().bootstrap_port() == 0
-    plan = PortPlan(base=19092, explicit={5: 30000})
-    assert plan.bootstrap_port() == 19092
-    assert [plan.port_for("broker", n) for n in (0, 1, 2)] == [19093, 19094, 19095]
+    assert PortPlan().bootstrap_port(0) == 0
+    plan = PortPlan(base=19090, explicit={5: 30000}, bootstrap=[9000])
+    assert [plan.port_for("broker", n) for n in (0, 1, 2)] == [19090, 19091, 19092]
     assert plan.port_for("broker", 5) == 30000
     assert plan.port_for("controller", 1) == 0
-    assert PortPlan(base=19092, bootstrap=9000).bootstrap_port() == 9000
+    assert [plan.bootstrap_port(0), plan.bootstrap_port(1)] == [9000, 0]
     with pytest.raises(ValueError, match="--broker-port 70000=PORT"):
         plan.port_for("broker", 70000)
+
+
+def test_by_upstream_finds_bound_brokers_only() -> None:
+    table = RouteTable(AddressMap.parse("broker.invalid=127.0.0.1"))
+    route, _ = table.observe("broker", 1, "broker.invalid", 9092)
+    assert table.by_upstream("127.0.0.1", 9092) is None  # not bound yet
+    route.port = 40001
+    assert table.by_upstream("127.0.0.1", 9092) is route
+    assert table.by_upstream("127.0.0.1", 9093) is None
