@@ -48,13 +48,13 @@ OUTCOME_CODES = {
     Outcome.ERROR: "error",
 }
 
-PROXY_PORT_BASE = 19092
+PROXY_PORT_BASE = 19090
 PROXY_NOTE = (
     "for clients you cannot change (kcat, confluent-kafka, Java, Spark or Flink jobs): run the "
-    "proxy on this side of the network and point the clients' bootstrap.servers at "
-    f"127.0.0.1:{PROXY_PORT_BASE}; the proxy reaches the brokers (through the address map), "
-    f"listens on port {PROXY_PORT_BASE + 1}+node id for each broker and rewrites the broker "
-    "addresses in Metadata, FindCoordinator and DescribeCluster answers to its own. For other "
+    "proxy on this side of the network; it reaches the brokers (through the address map), "
+    f"serves broker n on 127.0.0.1:{PROXY_PORT_BASE}+n and rewrites the broker addresses in "
+    "Metadata, FindCoordinator and DescribeCluster answers to its own. Point the clients' "
+    "bootstrap.servers at the ports it prints (\"clients bootstrap from ...\"). For other "
     "machines add --listen-host 0.0.0.0 --advertised-host NAME-THEY-USE"
 )
 

@@ -104,4 +104,7 @@ def start_proxy(lab: Lab, ns: Netns, args: list[str], *, timeout: float = 60) ->
 def _bootstrap_of(started: Mapping[str, object]) -> str:
     boot = started["bootstrap"]
     assert isinstance(boot, Mapping), started
+    servers = boot.get("servers")
+    if isinstance(servers, str):
+        return servers
     return f"{started['advertised_host']}:{boot['port']}"

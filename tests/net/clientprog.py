@@ -88,7 +88,8 @@ def run_moldau(args: argparse.Namespace) -> dict[str, Any]:
     produced = 0
     try:
         # The moldau client does not auto-create topics (Kafka's Java client neither).
-        admin = SyncAdminClient(config)
+        admin = SyncAdminClient({**config,
+                                 "default.api.timeout.ms": int(args.timeout * 2000)})
         admin.create_topics([NewTopic(args.topic, 1, 1)])
         admin.close()
         producer = SyncProducer({**config, "delivery.timeout.ms": int(args.timeout * 2000),

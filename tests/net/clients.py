@@ -84,13 +84,22 @@ def confluent_roundtrip(ns: Netns, bootstrap: str, topic: str) -> None:
         f"confluent-kafka via {bootstrap} in {ns.role}: {outcome}")
 
 
-def doctor(ns: Netns, bootstrap: str, *more: str,
-           timeout: float = 2.0) -> tuple[int, str, dict[str, Any]]:
-    """``moldau doctor`` in ``ns``: (exit status, text report, JSON report)."""
+def doctor(ns: Netns, bootstrap: str, *more: str, timeout: float = 2.0,
+           text: bool = False) -> tuple[int, str, dict[str, Any]]:
+    """``moldau doctor --json`` in ``ns``: (exit status, text report or "", JSON report).
+
+    With ``text=True`` the text report is produced too (a second run) and must agree on
+    the exit status.
+    """
     base = [sys.executable, "-m", "moldau.cli.main", "doctor", "--bootstrap-server", bootstrap,
             "--timeout", str(timeout), *more]
-    text = ns.run(base, timeout=timeout * 10 + 30)
     data = ns.run([*base, "--json"], timeout=timeout * 10 + 30)
-    assert text.returncode == data.returncode, (text.stdout, data.stdout)
-    assert text.returncode in (0, 1), f"doctor crashed:\n{text.stdout}\n{text.stderr}"
-    return text.returncode, text.stdout, json.loads(data.stdout)
+    assert data.returncode in (0, 1), f"doctor crashed:\n{data.stdout}\n{data.stderr}"
+    report = json.loads(data.stdout)
+    assert report["exit_code"] == data.returncode
+    rendered = ""
+    if text:
+        run = ns.run(base, timeout=timeout * 10 + 30)
+        assert run.returncode == data.returncode, (run.stdout, data.stdout)
+        rendered = run.stdout
+    return data.returncode, rendered or data.stdout, report

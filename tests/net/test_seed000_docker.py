@@ -61,7 +61,7 @@ def test_host_client_on_the_internal_listener_fails_and_doctor_explains() -> Non
         assert any("Failed to resolve 'kafka0:29092'" in line
                    for line in outcome["logs"] + outcome["errors"]), outcome
 
-        status, text, data = doctor(net.host, "localhost:29092")
+        status, text, data = doctor(net.host, "localhost:29092", text=True)
         assert status == 1, text
         [finding] = data["findings"]
         assert finding["code"] == "unresolvable"

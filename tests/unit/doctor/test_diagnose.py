@@ -95,7 +95,7 @@ def test_unresolvable_name_explained_with_listener_and_fixes() -> None:
     assert fixes["address-map"].action == "--address-map kafka0:29092=localhost:29092"
     assert fixes["proxy"].action == (
         "moldau proxy --bootstrap-server localhost:29092 "
-        "--address-map kafka0:29092=localhost:29092 --port-base 19092")
+        "--address-map kafka0:29092=localhost:29092 --port-base 19090")
     assert report.brokers[0].summary == "FAILED: cannot resolve 'kafka0'"
 
 
@@ -198,7 +198,7 @@ def test_reachable_only_through_the_map_is_a_warning() -> None:
     assert "address-map" not in {f.kind for f in finding.fixes}
     proxy = next(f for f in finding.fixes if f.kind == "proxy")
     assert proxy.action == ("moldau proxy --bootstrap-server 203.0.113.11:9092 "
-                            "--address-map 10.10.0.11=203.0.113.11 --port-base 19092")
+                            "--address-map 10.10.0.11=203.0.113.11 --port-base 19090")
     assert report.brokers[0].via_map and report.brokers[0].reachable
     assert "only through the address map" in render_text(report)
 
