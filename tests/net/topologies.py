@@ -144,7 +144,9 @@ class NatNetwork:
     branch: Netns
 
 
-def nat_network(lab: Lab) -> NatNetwork:
+def nat_network(lab: Lab, *, reject: bool = False) -> NatNetwork:
+    """Build the seed 002 network; ``reject=True`` makes the NAT box answer forbidden
+    connections with ICMP host-unreachable instead of dropping them silently."""
     nat = lab.netns("nat")
     hq = lab.netns("hq")
     hq_client = lab.netns("hqclient")
@@ -156,6 +158,7 @@ def nat_network(lab: Lab) -> NatNetwork:
     nat.ip("addr", "add", f"{NAT_BROKER_IP}/32", "dev", "wan0")
     branch.ip("route", "add", "10.10.0.0/24", "via", "203.0.113.1")
     nat.sysctl("net.ipv4.ip_forward", "1")
+    verdict = "reject with icmp type host-unreachable" if reject else "drop"
     nat.nft(f"""
 table ip nat_box {{
     chain prerouting {{
@@ -165,7 +168,7 @@ table ip nat_box {{
     chain forward_filter {{
         type filter hook forward priority 0; policy accept;
         iifname "wan0" ct status dnat accept
-        iifname "wan0" drop
+        iifname "wan0" {verdict}
     }}
 }}
 """)
