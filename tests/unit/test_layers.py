@@ -21,7 +21,9 @@ ALLOWED = {
     "registry": {"protocol", "client", "registry"},
     "spark": {"protocol", "client", "spark"},
     "doctor": {"protocol", "client", "doctor"},
-    "cli": {"protocol", "client", "cli", "proxy", "rest", "registry", "spark", "doctor"},
+    "perf": {"protocol", "client", "perf"},
+    "cli": {"protocol", "client", "cli", "proxy", "rest", "registry", "spark", "doctor",
+            "perf"},
     "testing": {"protocol", "client", "broker", "storage", "testing", "cli"},
 }
 BROKER_IMPORTERS = {"moldau.cli.serve"}

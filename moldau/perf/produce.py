@@ -1,0 +1,251 @@
+"""Producer load generator (``moldau perf produce``), the counterpart of
+kafka-producer-perf-test.
+
+librdkafka (confluent-kafka) does the producing. One Python loop tops out well below what a
+fast broker takes, so the load comes from ``processes`` worker processes, each with its own
+producer and its own pool of distinct pre-built payloads; the target rate is split evenly
+between them. Latency is measured per record: the delivery report's time minus the time
+``produce()`` was called (librdkafka's ``Message.latency()``), recorded in a histogram.
+Workers start together on a signal after connecting, so connection set-up is not timed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import queue
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .latency import LatencyHistogram, bucket_of
+from .payloads import random_payloads
+from .workers import split, wait_ready
+
+# Slots per worker in the shared counter array.
+_ACKED, _ERRORS, _LAT_SUM, _WIN_MAX, _SENT = range(5)
+_SLOTS = 5
+
+
+@dataclass
+class ProduceOptions:
+    """What to produce and how (see ``moldau perf produce --help``)."""
+
+    topic: str
+    num_records: int
+    record_size: int
+    config: dict[str, str]
+    throughput: float = -1.0  # records/s over all workers; <= 0 means unthrottled
+    processes: int = 1
+    payloads: list[bytes] | None = None  # from --payload-file; else random, record_size
+    distinct_payloads: int = 1000
+    partition: int | None = None  # None: the client's partitioner
+    start_timeout_s: float = 30.0
+
+
+@dataclass
+class ProduceResult:
+    """Totals of a run (what the summary line and ``--json`` show)."""
+
+    records: int
+    errors: int
+    bytes: int
+    elapsed_s: float
+    latency: LatencyHistogram
+    first_error: str | None = None
+    workers: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def records_per_s(self) -> float:
+        return self.records / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def mb_per_s(self) -> float:
+        return self.bytes / self.elapsed_s / (1024 * 1024) if self.elapsed_s > 0 else 0.0
+
+    def summary_line(self) -> str:
+        """kafka-producer-perf-test's final line (percentiles with sub-ms precision)."""
+        lat = self.latency
+        return (f"{self.records} records sent, {self.records_per_s:.1f} records/sec "
+                f"({self.mb_per_s:.2f} MB/sec), {lat.avg_ms:.2f} ms avg latency, "
+                f"{lat.max_ms:.2f} ms max latency, {lat.percentile_ms(50):.2f} ms 50th, "
+                f"{lat.percentile_ms(95):.2f} ms 95th, {lat.percentile_ms(99):.2f} ms 99th, "
+                f"{lat.percentile_ms(99.9):.2f} ms 99.9th.")
+
+    def to_json(self) -> dict[str, Any]:
+        lat = self.latency
+        return {
+            "records": self.records, "errors": self.errors, "bytes": self.bytes,
+            "elapsed_s": round(self.elapsed_s, 4),
+            "records_per_s": round(self.records_per_s, 1),
+            "mb_per_s": round(self.mb_per_s, 3),
+            "latency_ms": {
+                "avg": round(lat.avg_ms, 3), "max": round(lat.max_ms, 3),
+                "p50": round(lat.percentile_ms(50), 3), "p95": round(lat.percentile_ms(95), 3),
+                "p99": round(lat.percentile_ms(99), 3),
+                "p99.9": round(lat.percentile_ms(99.9), 3),
+            },
+            "first_error": self.first_error,
+            "workers": self.workers,
+        }
+
+
+def _worker(wid: int, opts: ProduceOptions, count: int, rate: float, shared: Any,
+            ready: Any, go: Any, results: Any) -> None:
+    """One producing process: connect, wait for ``go``, produce ``count`` records."""
+    from confluent_kafka import Producer
+
+    base = wid * _SLOTS
+    counts: list[int] = []
+    acc = [0, 0, 0, 0, 0]  # acked, errors, latency sum, window max, overall max (µs)
+    first_error: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            acc[1] += 1
+            if not first_error:
+                first_error.append(str(err))
+            return
+        us = int(msg.latency() * 1_000_000)
+        idx = bucket_of(us)
+        if idx >= len(counts):
+            counts.extend([0] * (idx + 1 - len(counts)))
+        counts[idx] += 1
+        acc[0] += 1
+        acc[2] += us
+        if us > acc[3]:
+            acc[3] = us
+            if us > acc[4]:
+                acc[4] = us
+
+    def publish() -> None:
+        shared[base + _ACKED] = acc[0]
+        shared[base + _ERRORS] = acc[1]
+        shared[base + _LAT_SUM] = acc[2]
+        if acc[3] > shared[base + _WIN_MAX]:
+            shared[base + _WIN_MAX] = acc[3]
+        acc[3] = 0
+
+    try:
+        conf: dict[str, Any] = dict(opts.config)
+        conf["on_delivery"] = on_delivery
+        producer = Producer(conf)
+        meta = producer.list_topics(opts.topic, timeout=opts.start_timeout_s)
+        topic_meta = meta.topics.get(opts.topic)
+        if topic_meta is None or topic_meta.error is not None:
+            raise RuntimeError(f"topic {opts.topic!r} is not available: "
+                               f"{topic_meta.error if topic_meta else 'missing'}")
+        payloads = opts.payloads or random_payloads(
+            opts.record_size, max(1, min(opts.distinct_payloads, count)), seed=wid + 1)
+    except Exception as exc:
+        ready.put((wid, f"{type(exc).__name__}: {exc}"))
+        return
+    ready.put((wid, None))
+    go.wait()
+
+    topic = opts.topic
+    produce = producer.produce
+    poll = producer.poll
+    pool = len(payloads)
+    extra: dict[str, Any] = {} if opts.partition is None else {"partition": opts.partition}
+    total_bytes = 0
+    start = time.monotonic()
+    interval = 1.0 / rate if rate > 0 else 0.0
+    for i in range(count):
+        payload = payloads[i % pool]
+        total_bytes += len(payload)
+        while True:
+            try:
+                produce(topic, payload, **extra)
+                break
+            except BufferError:
+                poll(0.001)
+                publish()
+        if not i & 255:
+            poll(0)
+            shared[base + _SENT] = i
+            publish()
+        if interval:
+            ahead = start + i * interval - time.monotonic()
+            if ahead > 0.0005:
+                poll(0)
+                time.sleep(ahead)
+    shared[base + _SENT] = count
+    while producer.flush(0.1):
+        publish()
+    end = time.monotonic()
+    publish()
+    hist = LatencyHistogram(counts, acc[0], acc[2], acc[4])
+    results.put({"wid": wid, "start": start, "end": end, "acked": acc[0], "errors": acc[1],
+                 "bytes": total_bytes, "first_error": first_error[0] if first_error else None,
+                 "latency": hist.to_dict()})
+
+
+def run_produce(opts: ProduceOptions,
+                on_progress: Callable[[int, int, float, dict[str, float]], None] | None = None,
+                interval_s: float = 0.5) -> ProduceResult:
+    """Run the workers and gather their results.
+
+    ``on_progress(acked, errors, elapsed_s, window)`` is called every ``interval_s`` while they
+    run; ``window`` holds ``avg_ms``/``max_ms`` of records acknowledged since the last call.
+    """
+    ctx = mp.get_context("spawn")
+    n = max(1, opts.processes)
+    shared = ctx.RawArray("q", n * _SLOTS)
+    ready = ctx.Queue()
+    results = ctx.Queue()
+    go = ctx.Event()
+    counts = split(opts.num_records, n)
+    rates = [opts.throughput / n if opts.throughput > 0 else 0.0] * n
+    procs = [ctx.Process(target=_worker, args=(i, opts, counts[i], rates[i], shared, ready, go,
+                                               results), daemon=True)
+             for i in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        wait_ready(procs, ready, opts.start_timeout_s + 30)
+        go.set()
+        t0 = time.monotonic()
+        gathered: list[dict[str, Any]] = []
+        last_acked, last_lat = 0, 0
+        while len(gathered) < n:
+            try:
+                gathered.append(results.get(timeout=interval_s))
+                continue
+            except queue.Empty:
+                pass
+            if any(not p.is_alive() for p in procs) and results.empty():
+                dead = [p for p in procs if not p.is_alive() and p.exitcode]
+                if dead:
+                    raise RuntimeError(f"perf worker exited with code {dead[0].exitcode}")
+            if on_progress is not None:
+                acked = sum(shared[i * _SLOTS + _ACKED] for i in range(n))
+                errors = sum(shared[i * _SLOTS + _ERRORS] for i in range(n))
+                lat = sum(shared[i * _SLOTS + _LAT_SUM] for i in range(n))
+                win_max = max(shared[i * _SLOTS + _WIN_MAX] for i in range(n))
+                for i in range(n):
+                    shared[i * _SLOTS + _WIN_MAX] = 0
+                d = acked - last_acked
+                window = {"records": d, "avg_ms": (lat - last_lat) / d / 1000 if d else 0.0,
+                          "max_ms": win_max / 1000}
+                last_acked, last_lat = acked, lat
+                on_progress(acked, errors, time.monotonic() - t0, window)
+    finally:
+        for p in procs:
+            p.join(5)
+            if p.is_alive():
+                p.kill()
+    hist = LatencyHistogram()
+    for g in gathered:
+        hist.merge(LatencyHistogram.from_dict(g["latency"]))
+    start = min(g["start"] for g in gathered)
+    end = max(g["end"] for g in gathered)
+    acked = sum(g["acked"] for g in gathered)
+    size = opts.record_size if opts.payloads is None else 0
+    total_bytes = acked * size if size else sum(g["bytes"] for g in gathered)
+    errors = sum(g["errors"] for g in gathered)
+    first_error = next((g["first_error"] for g in gathered if g["first_error"]), None)
+    workers = [{"worker": g["wid"], "records": g["acked"], "errors": g["errors"],
+                "elapsed_s": round(g["end"] - g["start"], 4)}
+               for g in sorted(gathered, key=lambda g: g["wid"])]
+    return ProduceResult(acked, errors, total_bytes, end - start, hist, first_error, workers)
