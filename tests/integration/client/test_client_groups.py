@@ -101,6 +101,12 @@ def test_kill_9_member_at_least_once_with_sync_commits(broker: BrokerProcess,
     lines: list[str] = []
     _reader(proc, lines)
     try:
+        # The victim joins first (a new process starts slowly: survivors joining before it
+        # would read and commit everything and leave it nothing to be killed in the middle of).
+        deadline = time.monotonic() + 30
+        while not any(ln.startswith("R ") for ln in lines):
+            assert proc.poll() is None and time.monotonic() < deadline, lines
+            time.sleep(0.05)
         asyncio.run(_survivors(broker, topic, group, total, count, proc, lines))
     finally:
         if proc.poll() is None:
@@ -132,8 +138,8 @@ async def _survivors(broker: BrokerProcess, topic: str, group: str, total: int, 
                and len(victim_records()) >= 20):
         assert time.monotonic() < deadline, f"no 3-way split: {lines[-5:]}"
         await round_()
-    victim_parts = {int(p) for ln in lines if ln.startswith("A ") for p in ln[2:].split(",")
-                    if p}
+    last_assignment = [ln for ln in lines if ln.startswith("A ")][-1]
+    victim_parts = {int(p) for p in last_assignment[2:].split(",") if p}
     assert len(victim_parts) == 2
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
