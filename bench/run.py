@@ -111,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="W1, W3, W4 only (< 3 minutes)")
     parser.add_argument("--brokers", default=",".join(BROKERS),
                         help="comma-separated subset of moldau,tansu,noida")
-    parser.add_argument("--workloads", help="comma-separated subset of W1..W6")
+    parser.add_argument("--workloads",
+                        help="comma-separated subset of W1..W6, idle, restart, baseline")
     parser.add_argument("--no-pin", dest="pin", action="store_false",
                         help="do not pin brokers and clients to separate CPUs")
     parser.add_argument("--latency-pinned", action="store_true",
@@ -126,13 +127,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    extras = {"idle", "restart", "baseline"}
     if args.workloads:
-        workloads = [w.strip().upper() for w in args.workloads.split(",")]
+        chosen = [w.strip() for w in args.workloads.split(",") if w.strip()]
+        unknown = [w for w in chosen if w.upper() not in WORKLOADS and w.lower() not in extras]
+        if unknown:
+            parser.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}, "
+                         f"{', '.join(sorted(extras))}")
+        workloads = [w.upper() for w in chosen if w.upper() in WORKLOADS]
+        args.extras = {w.lower() for w in chosen if w.lower() in extras}
+    elif args.quick:
+        workloads = ["W1", "W3", "W4"]
+        args.extras = {"baseline"}
     else:
-        workloads = ["W1", "W3", "W4"] if args.quick else list(WORKLOADS)
-    args.extras = set() if args.quick or args.workloads else {"idle", "restart", "baseline"}
-    if args.quick:
-        args.extras.add("baseline")
+        workloads = list(WORKLOADS)
+        args.extras = extras
     sizes = _sizes(args.quick)
     if args.pin:
         pin_self(CLIENT_CPUS)
