@@ -154,7 +154,7 @@ class ClientSide(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(pieces)
 
-    def rewrite(self, api_key: int, version: int, frame: bytes) -> bytes | None:
+    def rewrite(self, api_key: int, version: int, frame: memoryview) -> bytes | None:
         """Rewrite one held-back response (None: pass it on unchanged)."""
         try:
             return rewrite_response(api_key, version, frame, self.server.resolve)

@@ -88,7 +88,7 @@ class ResponseStream:
     are passed through unchanged rather than buffered.
     """
 
-    __slots__ = ("_capture", "_head", "_lookup", "_max", "_need", "_pending_head",
+    __slots__ = ("_capture", "_filled", "_head", "_lookup", "_max", "_pending_head",
                  "_remaining", "_rewrite")
 
     def __init__(self, lookup: Lookup, rewrite: Rewriter,
@@ -99,7 +99,7 @@ class ResponseStream:
         self._remaining = 0  # bytes of a passed-through frame still to come
         self._head = bytearray()  # a response head split across reads
         self._capture: bytearray | None = None  # a frame being held back (with its prefix)
-        self._need = 0
+        self._filled = 0
         self._pending_head: tuple[int, int] | None = None  # (api_key, version) of the capture
 
     @property
@@ -114,14 +114,16 @@ class ResponseStream:
         end = len(data)
         run = 0  # start of the current pass-through run in ``data``
         lookup = self._lookup
+        view = memoryview(data)
         while pos < end:
-            if self._capture is not None:
-                capture = self._capture
-                take = min(self._need - len(capture), end - pos)
-                capture += data[pos : pos + take]
+            capture = self._capture
+            if capture is not None:
+                take = min(len(capture) - self._filled, end - pos)
+                capture[self._filled : self._filled + take] = view[pos : pos + take]
+                self._filled += take
                 pos += take
                 run = pos
-                if len(capture) == self._need:
+                if self._filled == len(capture):
                     self._capture = None
                     out.append(self._finish(capture))
                 continue
@@ -133,9 +135,9 @@ class ResponseStream:
             head = self._head
             if head or end - pos < 8:
                 if run < pos:
-                    out.append(memoryview(data)[run:pos])
+                    out.append(view[run:pos])
                 take = min(8 - len(head), end - pos)
-                head += data[pos : pos + take]
+                head += view[pos : pos + take]
                 pos += take
                 run = pos
                 if len(head) < 8:
@@ -156,27 +158,34 @@ class ResponseStream:
                     run = pos
                 self._remaining = size - 4
                 continue
-            # Hold this frame back: flush what went before it, then collect it.
             start = pos - 8
+            if carried is None and start + 4 + size <= end:
+                # The whole frame is in this read: look at it in place; if it stays as it
+                # is, it simply remains part of the pass-through run.
+                replaced = self._rewrite(target[0], target[1], view[start + 4 : start + 4 + size])
+                if replaced is not None:
+                    if run < start:
+                        out.append(view[run:start])
+                    out.append(replaced)
+                    run = start + 4 + size
+                pos = start + 4 + size
+                continue
+            # Hold the frame back: flush what went before it, then collect it (one copy).
             if carried is None and run < start:
-                out.append(memoryview(data)[run:start])
-            capture = bytearray(carried if carried is not None else data[start:pos])
-            self._capture = capture
-            self._need = size + 4
-            self._pending_head = target
+                out.append(view[run:start])
+            capture = bytearray(size + 4)
+            capture[:8] = carried if carried is not None else view[start:pos]
+            self._capture, self._filled, self._pending_head = capture, 8, target
             run = pos
-            if len(capture) == self._need:
-                self._capture = None
-                out.append(self._finish(capture))
         if run < end:
-            out.append(data if run == 0 else memoryview(data)[run:end])
+            out.append(data if run == 0 else view[run:end])
         return out
 
     def _finish(self, frame: bytearray) -> Piece:
         assert self._pending_head is not None
         api_key, version = self._pending_head
         self._pending_head = None
-        replaced = self._rewrite(api_key, version, bytes(frame[4:]))
+        replaced = self._rewrite(api_key, version, memoryview(frame).toreadonly()[4:])
         return frame if replaced is None else replaced
 
 

@@ -187,3 +187,11 @@ def test_in_flight_unknown_answer_is_counted_not_matched() -> None:
     assert flight.answer(99) is None
     assert flight.unmatched == 1
     assert flight.answer(1) == (3, 12)
+
+
+def test_inspected_frames_left_alone_are_not_copied() -> None:
+    seen: list[int] = []
+    stream = ResponseStream(lambda cid: seen.append(cid) or (1, 16), lambda k, v, f: None)
+    pieces = stream.feed(RESPONSE_STREAM)
+    assert seen == [1, 2, 3, 4, 5]
+    assert len(pieces) == 1 and pieces[0] is RESPONSE_STREAM
