@@ -6,10 +6,21 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from .lab import Netns
+
+
+def concurrently(*jobs: Callable[[], Any]) -> list[Any]:
+    """Run independent client checks at the same time (each waits on its own processes);
+    results in order, the first failure re-raised."""
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = [pool.submit(job) for job in jobs]
+        return [f.result() for f in futures]
+
 
 _FROM = re.compile(r"Metadata for all topics \(from broker (?P<id>-?\d+): (?P<addr>\S+)\)")
 _BROKER = re.compile(r"^\s+broker (?P<id>\d+) at (?P<addr>\S+)", re.M)

@@ -8,7 +8,7 @@ answers "host unreachable", a bootstrap list mixing listeners, and healthy setup
 from __future__ import annotations
 
 from .brokers import start_broker
-from .clients import doctor
+from .clients import concurrently, doctor
 from .lab import Lab, netlab
 from .topologies import HQ_BROKER_IP, NAT_BROKER_IP, SEED_000_ENV, docker_network, nat_network
 
@@ -19,7 +19,9 @@ def test_unreachable_advertised_address() -> None:
         net = nat_network(lab, reject=True)
         start_broker(lab, net.hq, properties={"node.id": "1",
                                               "listeners": f"PLAINTEXT://{HQ_BROKER_IP}:9092"})
-        status, text, data = doctor(net.branch, f"{NAT_BROKER_IP}:9092", text=True)
+        (status, text, data), (hq_status, hq_text, hq_data) = concurrently(
+            lambda: doctor(net.branch, f"{NAT_BROKER_IP}:9092", text=True),
+            lambda: doctor(net.hq_client, f"{HQ_BROKER_IP}:9092"))
         assert status == 1, text
         [finding] = data["findings"]
         assert finding["code"] == "unreachable"
@@ -27,8 +29,7 @@ def test_unreachable_advertised_address() -> None:
         assert data["checks"][0]["direct"]["outcome"] == "unreachable"
         assert "FAILED: no route to host" in text
         # Headquarters itself is healthy.
-        status, text, data = doctor(net.hq_client, f"{HQ_BROKER_IP}:9092")
-        assert status == 0 and data["findings"] == [], text
+        assert hq_status == 0 and hq_data["findings"] == [], hq_text
 
 
 @netlab

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from .brokers import start_broker
 from .clients import (
+    concurrently,
     confluent_roundtrip,
     doctor,
     kcat_metadata,
     kcat_produce,
     kcat_roundtrip,
 )
-from .lab import Lab, netlab
+from .lab import Lab, Netns, netlab
 from .topologies import EC2_INTERNAL_NAME, EC2_PUBLIC_NAME, aws_network
 
 PUBLIC = f"{EC2_PUBLIC_NAME}:9092"
@@ -36,13 +37,13 @@ def test_default_listener_advertises_the_internal_host_name() -> None:
                      argv_prefix=hostname)
         meta = kcat_metadata(net.laptop, PUBLIC)
         assert meta.brokers == [(0, INTERNAL)]
-        produced = kcat_produce(net.laptop, PUBLIC, "test", ["test"], timeout_ms=4000)
+        produced, _, (status, text, data) = concurrently(
+            lambda: kcat_produce(net.laptop, PUBLIC, "test", ["test"], timeout_ms=3000),
+            # Step 5: the same command on the broker machine works.
+            lambda: kcat_roundtrip(net.ec2, PUBLIC, "from-ec2"),
+            lambda: doctor(net.laptop, PUBLIC))
         assert produced.returncode != 0
         assert f"Failed to resolve '{INTERNAL}'" in produced.stderr, produced.stderr
-        # Step 5: the same command on the broker machine works.
-        kcat_roundtrip(net.ec2, PUBLIC, "from-ec2")
-
-        status, text, data = doctor(net.laptop, PUBLIC)
         assert status == 1, text
         [finding] = data["findings"]
         assert finding["code"] == "unresolvable"
@@ -60,12 +61,14 @@ def test_option_1_one_listener_with_an_everywhere_resolvable_name() -> None:
             "listeners": "PLAINTEXT://0.0.0.0:9092",
             "advertised.listeners": f"PLAINTEXT://{PUBLIC}",
         })
-        for ns in (net.vpc_client, net.laptop):
+        def check(ns: Netns) -> None:
             assert kcat_metadata(ns, PUBLIC).brokers == [(0, PUBLIC)]
             kcat_roundtrip(ns, PUBLIC, f"opt1-{ns.role}")
             confluent_roundtrip(ns, PUBLIC, f"opt1-{ns.role}-confluent")
             status, text, _ = doctor(ns, PUBLIC)
             assert status == 0, text
+
+        concurrently(lambda: check(net.vpc_client), lambda: check(net.laptop))
 
 
 @netlab
@@ -81,15 +84,14 @@ def test_option_2_internal_and_external_listeners() -> None:
             "advertised.listeners": f"INTERNAL://{internal},EXTERNAL://{PUBLIC}",
             "inter.broker.listener.name": "INTERNAL",
         })
-        assert kcat_metadata(net.vpc_client, internal).brokers == [(0, internal)]
-        kcat_roundtrip(net.vpc_client, internal, "opt2-inside")
-        confluent_roundtrip(net.vpc_client, internal, "opt2-inside-confluent")
-        assert kcat_metadata(net.laptop, PUBLIC).brokers == [(0, PUBLIC)]
-        kcat_roundtrip(net.laptop, PUBLIC, "opt2-outside")
-        confluent_roundtrip(net.laptop, PUBLIC, "opt2-outside-confluent")
-        for ns, bootstrap in ((net.vpc_client, internal), (net.laptop, PUBLIC)):
+        def check(ns: Netns, bootstrap: str) -> None:
+            assert kcat_metadata(ns, bootstrap).brokers == [(0, bootstrap)]
+            kcat_roundtrip(ns, bootstrap, f"opt2-{ns.role}")
+            confluent_roundtrip(ns, bootstrap, f"opt2-{ns.role}-confluent")
             status, text, _ = doctor(ns, bootstrap)
             assert status == 0, text
+
+        concurrently(lambda: check(net.vpc_client, internal), lambda: check(net.laptop, PUBLIC))
         # Inside the VPC the public name does not resolve (that is why option 2 exists);
         # the doctor, run on the broker machine through the external port, says so and
         # points at the internal listener.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .brokers import start_broker
 from .clients import (
+    concurrently,
     confluent_roundtrip,
     doctor,
     kcat_metadata,
@@ -25,19 +26,25 @@ def test_inside_and_host_clients_each_use_their_listener() -> None:
     with Lab() as lab:
         net = docker_network(lab)
         start_broker(lab, net.kafka0, env=SEED_000_ENV)
-        # A client container uses listener BOB: kafka0:29092, resolvable on the network.
-        kcat_roundtrip(net.client, "kafka0:29092", "inside")
-        confluent_roundtrip(net.client, "kafka0:29092", "inside-confluent")
-        # A client on the host uses the published port 9092, listener FRED, which
-        # advertises localhost:9092: that is the host's own forwarded port again.
-        assert kcat_metadata(net.host, "localhost:9092").brokers == [(0, "localhost:9092")]
-        kcat_roundtrip(net.host, "localhost:9092", "host")
-        confluent_roundtrip(net.host, "localhost:9092", "host-confluent")
+        def inside() -> None:
+            # A client container uses listener BOB: kafka0:29092, resolvable on the network.
+            kcat_roundtrip(net.client, "kafka0:29092", "inside")
+            confluent_roundtrip(net.client, "kafka0:29092", "inside-confluent")
+
+        def on_host() -> None:
+            # A client on the host uses the published port 9092, listener FRED, which
+            # advertises localhost:9092: that is the host's own forwarded port again.
+            assert kcat_metadata(net.host, "localhost:9092").brokers == [(0, "localhost:9092")]
+            kcat_roundtrip(net.host, "localhost:9092", "host")
+            confluent_roundtrip(net.host, "localhost:9092", "host-confluent")
+
+        concurrently(inside, on_host)
         # Both sides see the same topics: the host reads what the container wrote.
         assert kcat_metadata(net.host, "localhost:9092").output.count('topic "inside"') == 1
         # The doctor agrees: healthy on both sides.
-        for ns, bootstrap in ((net.client, "kafka0:29092"), (net.host, "localhost:9092")):
-            status, text, data = doctor(ns, bootstrap)
+        for status, text, data in concurrently(
+                lambda: doctor(net.client, "kafka0:29092"),
+                lambda: doctor(net.host, "localhost:9092")):
             assert status == 0, text
             assert data["findings"] == [] and data["ok"] is True
 
@@ -53,15 +60,17 @@ def test_host_client_on_the_internal_listener_fails_and_doctor_explains() -> Non
         assert meta.brokers == [(0, "kafka0:29092")]
 
         # Bootstrap works, everything after it fails, the way the seed shows.
-        produced = kcat_produce(net.host, "localhost:29092", "t", ["x"], timeout_ms=4000)
+        produced, outcome, (status, text, data) = concurrently(
+            lambda: kcat_produce(net.host, "localhost:29092", "t", ["x"], timeout_ms=4000),
+            lambda: program(net.host, "confluent", "localhost:29092", "t2", timeout=4),
+            lambda: doctor(net.host, "localhost:29092", text=True),
+        )
         assert produced.returncode != 0
         assert "Failed to resolve 'kafka0:29092'" in produced.stderr, produced.stderr
-        outcome = program(net.host, "confluent", "localhost:29092", "t2", timeout=4)
         assert not outcome["ok"] and outcome["produced"] == 0
         assert any("Failed to resolve 'kafka0:29092'" in line
                    for line in outcome["logs"] + outcome["errors"]), outcome
 
-        status, text, data = doctor(net.host, "localhost:29092", text=True)
         assert status == 1, text
         [finding] = data["findings"]
         assert finding["code"] == "unresolvable"
@@ -77,12 +86,14 @@ def test_host_client_on_the_internal_listener_fails_and_doctor_explains() -> Non
         assert "FAILED: cannot resolve 'kafka0'" in text
 
         # The fixes the doctor offers work from the host.
-        kcat_roundtrip(net.host, "localhost:9092", "fixed")
-        mapped = program(net.host, "moldau", "localhost:29092", "fixed-map",
-                         address_map="kafka0:29092=localhost:29092")
+        _, mapped, (status, text, data) = concurrently(
+            lambda: kcat_roundtrip(net.host, "localhost:9092", "fixed"),
+            lambda: program(net.host, "moldau", "localhost:29092", "fixed-map",
+                            address_map="kafka0:29092=localhost:29092"),
+            lambda: doctor(net.host, "localhost:29092", "--address-map",
+                           "kafka0:29092=localhost:29092"),
+        )
         assert mapped["ok"], mapped
-        status, text, data = doctor(net.host, "localhost:29092", "--address-map",
-                                    "kafka0:29092=localhost:29092")
         assert status == 0, text
         assert [f["code"] for f in data["findings"]] == ["only-via-map"]
 
@@ -94,10 +105,11 @@ def test_alice_listener_advertises_a_name_nobody_here_resolves() -> None:
         start_broker(lab, net.kafka0, env=SEED_000_ENV)
         assert kcat_metadata(net.host, "localhost:29094").brokers == [
             (0, "never-gonna-give-you-up:29094")]
-        produced = kcat_produce(net.host, "localhost:29094", "t", ["x"], timeout_ms=4000)
+        produced, (status, text, data) = concurrently(
+            lambda: kcat_produce(net.host, "localhost:29094", "t", ["x"], timeout_ms=3000),
+            lambda: doctor(net.host, "localhost:29094"))
         assert produced.returncode != 0
         assert "Failed to resolve 'never-gonna-give-you-up:29094'" in produced.stderr
-        status, text, data = doctor(net.host, "localhost:29094")
         assert status == 1, text
         assert [f["code"] for f in data["findings"]] == ["unresolvable"]
         # LISTENER_FRED's localhost:9092 works from the host: offered first.

@@ -13,6 +13,7 @@ import sys
 
 from .brokers import start_broker, start_proxy
 from .clients import (
+    concurrently,
     confluent_roundtrip,
     doctor,
     kcat_metadata,
@@ -38,16 +39,19 @@ def test_branch_bootstraps_through_nat_then_fails() -> None:
 
         meta = kcat_metadata(net.branch, VIA_NAT)
         assert meta.brokers == [(1, INTERNAL)]
-        produced = kcat_produce(net.branch, VIA_NAT, "orders", ["x"], timeout_ms=3000)
+        # kcat, confluent-kafka, the moldau client and the doctor, side by side.
+        produced, confluent, moldau, (status, text, data) = concurrently(
+            lambda: kcat_produce(net.branch, VIA_NAT, "orders", ["x"], timeout_ms=3000),
+            lambda: program(net.branch, "confluent", VIA_NAT, "orders-c", timeout=3),
+            lambda: program(net.branch, "moldau", VIA_NAT, "orders-m", timeout=2),
+            lambda: doctor(net.branch, VIA_NAT, timeout=1.5, text=True),
+        )
         assert produced.returncode != 0, produced.stderr
         assert "Message timed out" in produced.stderr, produced.stderr
-        confluent = program(net.branch, "confluent", VIA_NAT, "orders-c", timeout=3)
         assert not confluent["ok"] and confluent["produced"] == 0, confluent
-        moldau = program(net.branch, "moldau", VIA_NAT, "orders-m", timeout=2)
         assert not moldau["ok"] and moldau["produced"] == 0
         assert any(INTERNAL in e for e in moldau["errors"]), moldau
 
-        status, text, data = doctor(net.branch, VIA_NAT, timeout=1.5, text=True)
         assert status == 1, text
         [finding] = data["findings"]
         assert finding["code"] == "timeout"
