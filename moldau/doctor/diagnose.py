@@ -73,22 +73,22 @@ def proxy_command(bootstrap: str, address_map: str = "") -> str:
 def explain_failure(probe: Probe, timeout_s: float | None = None) -> str:
     """Why dialling ``probe``'s address failed, in one sentence."""
     host = probe.host
-    ips = ", ".join(probe.resolved)
-    resolved = f"{host!r} resolves to {ips}" if ips and ips != host else f"{host}"
+    ips = [ip for ip in probe.resolved if ip != host]
+    but = f"{host!r} resolves to {', '.join(ips)}, but " if ips else ""
     detail = f" ({probe.detail})" if probe.detail else ""
     if probe.outcome is Outcome.DNS:
         return f"the name {host!r} does not resolve on this machine{detail}"
     if probe.outcome is Outcome.REFUSED:
-        return (f"{resolved}, but nothing accepts connections on port {probe.port} there "
-                "(connection refused): no broker listens on that address and port, the port "
-                "is not forwarded, or a firewall rejects it")
+        return (f"{but}nothing accepts connections on {probe.address} (connection refused): "
+                "no broker listens on that address and port, the port is not forwarded, or a "
+                "firewall rejects it")
     if probe.outcome is Outcome.TIMEOUT:
         within = f" within {timeout_s:g} s" if timeout_s else ""
-        return (f"{resolved}, but the connection to port {probe.port} got no answer{within}: "
-                "the address is not reachable from this network (a firewall drops the "
-                "packets, or it is a private address behind NAT)")
+        return (f"{but}the connection to {probe.address} got no answer{within}: the address "
+                "is not reachable from this network (a firewall drops the packets, or it is "
+                "a private address behind NAT)")
     if probe.outcome is Outcome.UNREACHABLE:
-        return (f"{resolved}, but there is no route to it from this machine{detail}: it is "
+        return (f"{but}there is no route to {probe.address} from this machine{detail}: it is "
                 "an address of another network")
     if probe.outcome is Outcome.NOT_KAFKA:
         return (f"a TCP connection to {probe.address} opened but no Kafka answer came back"
