@@ -21,7 +21,7 @@ run: install
 	$(BIN)/moldau serve
 
 $(TEST_STAMP): $(STAMP) pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@
 
 ## Test clients that do not come from PyPI: Debian's kcat and npm's kafkajs.

@@ -1,0 +1,157 @@
+"""Per-process client caches for Spark's Python workers and the driver-side planner.
+
+Spark pickles the data source and its readers/writers to every task, and sockets cannot be
+pickled; with worker reuse a Python worker process runs many tasks one after another. So
+clients live here, at module level, keyed by their configuration: a task finds the client the
+previous task of the same process left behind, with its connections, metadata and — for a
+consumer that stopped exactly where the next range starts — its prefetched records.
+
+All clients run on the moldau client's shared background event loop
+(:func:`moldau.client.sync.background_loop`); :func:`call` runs a coroutine there and waits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from moldau.client import AdminClient, Consumer, Producer
+from moldau.client.sync import background_loop
+from moldau.client.types import TopicPartition
+
+T = TypeVar("T")
+
+MAX_CONSUMERS = 16
+MAX_ADMINS = 4
+MAX_PRODUCERS = 4
+
+_lock = threading.Lock()
+
+
+def call(coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+    """Run ``coro`` on the client loop and return its result (raises its exception)."""
+    return asyncio.run_coroutine_threadsafe(coro, background_loop()).result(timeout)
+
+
+def config_key(config: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in config.items()))
+
+
+@dataclass
+class CachedConsumer:
+    """A consumer assigned one partition, and where it stands (None: unknown, seek first)."""
+
+    consumer: Consumer
+    tp: TopicPartition
+    next_offset: int | None = None
+
+
+class _Cache:
+    """A small LRU of started clients; evicted clients are closed on the client loop."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.items: OrderedDict[Any, Any] = OrderedDict()
+
+    def get(self, key: Any) -> Any:
+        with _lock:
+            item = self.items.get(key)
+            if item is not None:
+                self.items.move_to_end(key)
+            return item
+
+    def put(self, key: Any, item: Any) -> None:
+        evicted = []
+        with _lock:
+            self.items[key] = item
+            self.items.move_to_end(key)
+            while len(self.items) > self.limit:
+                evicted.append(self.items.popitem(last=False)[1])
+        for old in evicted:
+            _close_quietly(old)
+
+    def pop(self, key: Any) -> Any:
+        with _lock:
+            return self.items.pop(key, None)
+
+
+def _close_quietly(item: Any) -> None:
+    client = item.consumer if isinstance(item, CachedConsumer) else item
+    try:
+        call(client.close(), timeout=30)
+    except Exception:
+        pass
+
+
+_consumers = _Cache(MAX_CONSUMERS)
+_admins = _Cache(MAX_ADMINS)
+_producers = _Cache(MAX_PRODUCERS)
+
+
+def consumer_for(config: Mapping[str, Any], tp: TopicPartition) -> CachedConsumer:
+    """The process's consumer for ``tp`` with this configuration (created on first use)."""
+    key = (config_key(config), tp)
+    cached = _consumers.get(key)
+    if cached is None:
+        async def start() -> Consumer:
+            consumer = Consumer(dict(config))
+            await consumer.start()
+            consumer.assign([tp])
+            return consumer
+
+        cached = CachedConsumer(call(start()), tp)
+        _consumers.put(key, cached)
+    return cached
+
+
+def drop_consumer(config: Mapping[str, Any], tp: TopicPartition) -> None:
+    """Close and forget a consumer (after an error left it in an unknown state)."""
+    cached = _consumers.pop((config_key(config), tp))
+    if cached is not None:
+        _close_quietly(cached)
+
+
+def admin_for(config: Mapping[str, Any]) -> AdminClient:
+    """The process's admin client for this configuration (driver side)."""
+    key = config_key(config)
+    admin = _admins.get(key)
+    if admin is None:
+        async def start() -> AdminClient:
+            client = AdminClient(dict(config))
+            await client.start()
+            return client
+
+        admin = call(start())
+        _admins.put(key, admin)
+    return admin
+
+
+def drop_admin(config: Mapping[str, Any]) -> None:
+    admin = _admins.pop(config_key(config))
+    if admin is not None:
+        _close_quietly(admin)
+
+
+def producer_for(config: Mapping[str, Any]) -> Producer:
+    """The process's producer for this configuration (idempotent unless configured off)."""
+    key = config_key(config)
+    producer = _producers.get(key)
+    if producer is None:
+        async def start() -> Producer:
+            client = Producer(dict(config))
+            await client.start()
+            return client
+
+        producer = call(start())
+        _producers.put(key, producer)
+    return producer
+
+
+def drop_producer(config: Mapping[str, Any]) -> None:
+    producer = _producers.pop(config_key(config))
+    if producer is not None:
+        _close_quietly(producer)
