@@ -111,13 +111,24 @@ async def _run(config: ProxyConfig, emit: Any) -> int:
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    starting = asyncio.ensure_future(server.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():  # SIGTERM while still discovering the cluster
+        starting.cancel()
+        await asyncio.gather(starting, return_exceptions=True)
+        await server.stop()
+        log.info("stopped before the upstream cluster answered")
+        emit({"event": "stopped"})
+        return 0
     try:
-        await server.start()
+        starting.result()
     except ProxyError as exc:
+        stopping.cancel()
         log.error("%s", exc)
         await server.stop()
         return 1
-    await stop.wait()
+    await stopping
     log.info("stopping: closing %d client connection(s)", len(server.connections))
     await server.stop()
     emit({"event": "stopped"})

@@ -159,12 +159,16 @@ class ClientSide(asyncio.Protocol):
         try:
             return rewrite_response(api_key, version, frame, self.server.resolve)
         except RewriteError as exc:
-            self.server.warn_once(
-                (api_key, version),
-                f"{api_name(api_key)} v{version} answer passed through unchanged: {exc}; "
-                "clients may be handed broker addresses they cannot reach",
-            )
-            return None
+            problem = str(exc)
+        except Exception as exc:  # a bug must not take the connection down with it
+            log.exception("rewriting %s v%d failed", api_name(api_key), version)
+            problem = f"{type(exc).__name__}: {exc}"
+        self.server.warn_once(
+            (api_key, version),
+            f"{api_name(api_key)} v{version} answer passed through unchanged: {problem}; "
+            "clients may be handed broker addresses they cannot reach",
+        )
+        return None
 
     # --- closing --------------------------------------------------------------------------
 

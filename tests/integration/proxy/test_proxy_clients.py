@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -219,3 +221,16 @@ def test_start_fails_clearly_when_no_bootstrap_server_answers(tmp_path: Path) ->
     assert f"cannot fetch metadata from the upstream cluster at 127.0.0.1:{port}" in text
     assert "connection refused" in text
 
+
+
+def test_sigterm_while_the_cluster_does_not_answer_yet() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moldau.cli.main", "proxy", "--json", "--bootstrap-server",
+         f"127.0.0.1:{free_port()}", "--startup-timeout-ms", "60000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # inside the start-up retries
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=15)
+    assert proc.returncode == 0, err
+    assert '"event": "stopped"' in out
+    assert "stopped before the upstream cluster answered" in err

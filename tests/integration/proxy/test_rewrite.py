@@ -6,6 +6,7 @@ the addresses must be the proxy's, every other field unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import uuid
 from typing import Any
@@ -100,6 +101,35 @@ def test_metadata_every_version(version: int) -> None:
     before.pop("brokers")
     after.pop("brokers")
     assert after == before
+
+
+@pytest.mark.parametrize("version", range(0, 14))
+def test_metadata_splice_equals_a_full_kio_reencode(version: int) -> None:
+    # Only the brokers array is re-encoded; the result must be exactly what decoding and
+    # encoding the whole response with kio gives.
+    frame = frame_of(ApiKey.METADATA, version, METADATA)
+    spliced = rewrite_response(ApiKey.METADATA, version, memoryview(frame), Recorder())
+    correlation_id, entity = decode_response(ApiKey.METADATA, version, frame)
+    brokers = tuple(dataclasses.replace(b, host=PROXY_HOST, port=PORTS[("broker", b.node_id)])
+                    for b in entity.brokers)
+    full = encode_response(ApiKey.METADATA, version, correlation_id,
+                           dataclasses.replace(entity, brokers=brokers))
+    assert spliced == full
+
+
+def test_metadata_with_many_brokers_and_no_brokers() -> None:
+    many = {**METADATA, "brokers": [{"node_id": i, "host": f"b{i}.invalid", "port": 9092}
+                                    for i in range(200)]}
+    resolver = lambda kind, node, host, port: ("p", 10000 + node)  # noqa: E731
+    for version in (4, 12):
+        out = rewrite_response(ApiKey.METADATA, version, frame_of(ApiKey.METADATA, version, many),
+                               resolver)
+        assert out is not None
+        _, entity = decode_response(ApiKey.METADATA, version, out[4:])
+        assert [(b.host, b.port) for b in entity.brokers] == [
+            ("p", 10000 + i) for i in range(200)]
+        none = frame_of(ApiKey.METADATA, version, {**METADATA, "brokers": []})
+        assert rewrite_response(ApiKey.METADATA, version, none, resolver) is None
 
 
 def test_metadata_already_pointing_at_the_proxy_is_kept_byte_for_byte() -> None:
