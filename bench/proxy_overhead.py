@@ -7,7 +7,8 @@ Each (size, path) is run ``--repeat`` times and the median reported, with the CP
 broker and the proxy used (from /proc). Prints a table and writes
 bench/results/proxy_overhead-<time>.json.
 
-    .venv/bin/python bench/proxy_overhead.py [--records 300000] [--sizes 100,1024] [--repeat 3]
+    .venv/bin/python bench/proxy_overhead.py [--sizes 100,1024] [--records 1000000,300000]
+        [--repeat 5]
 """
 
 from __future__ import annotations
@@ -124,18 +125,24 @@ def summarize(runs: list[dict[str, float]], count: int, size: int) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--records", type=int, default=300_000)
-    parser.add_argument("--sizes", default="100,1024")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sizes", default="100,1024", help="record value sizes in bytes")
+    parser.add_argument("--records", default="1000000,300000",
+                        help="records per run, one count per size (or one for all)")
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    counts = [int(c) for c in args.records.split(",")]
+    counts = (counts * len(sizes))[: len(sizes)] if len(counts) == 1 else counts
+    if len(counts) != len(sizes):
+        parser.error("--records needs one count, or one per size")
 
     results: dict[str, Any] = {
         "benchmark": "proxy_overhead",
         "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "python": platform.python_version()},
-        "records": args.records, "partitions": PARTITIONS, "repeat": args.repeat,
+        "records": dict(zip(map(str, sizes), counts, strict=True)),
+        "partitions": PARTITIONS, "repeat": args.repeat,
         "producer": PRODUCER, "consumer": CONSUMER, "sizes": {},
     }
     with BrokerProcess(settings={"num.partitions": PARTITIONS}) as broker, \
@@ -143,28 +150,30 @@ def main() -> None:
         assert proxy.proc is not None and broker.proc is not None
         pids = {"broker": broker.proc.pid, "proxy": proxy.proc.pid}
         paths = {"direct": broker.bootstrap, "proxy": proxy.bootstrap}
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        for size in sizes:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap, "log_level": 0})
+        for size, count in zip(sizes, counts, strict=True):
             runs: dict[str, list[dict[str, float]]] = {"direct": [], "proxy": []}
             for i in range(args.repeat):
                 order = ["direct", "proxy"] if i % 2 == 0 else ["proxy", "direct"]
                 for path in order:
-                    runs[path].append(run_once(path, paths[path], admin, args.records, size,
-                                               pids))
-            entry = {path: summarize(r, args.records, size) for path, r in runs.items()}
+                    runs[path].append(run_once(path, paths[path], admin, count, size, pids))
+            entry: dict[str, Any] = {path: summarize(r, count, size)
+                                     for path, r in runs.items()}
             for kind in ("produce", "consume"):
                 entry[f"{kind}_ratio"] = (entry["proxy"][f"{kind}_records_per_s"]
                                           / entry["direct"][f"{kind}_records_per_s"])
             results["sizes"][str(size)] = entry
+        del admin
 
-    print(f"{args.records} records x {PARTITIONS} partitions, median of {args.repeat}")
-    print(f"{'size':>6} {'op':>8} {'direct rec/s':>13} {'MB/s':>7} {'proxy rec/s':>12} "
-          f"{'MB/s':>7} {'ratio':>6} {'proxy CPU s':>11}")
+    print(f"{PARTITIONS} partitions, median of {args.repeat} runs")
+    print(f"{'size':>6} {'records':>8} {'op':>8} {'direct rec/s':>13} {'MB/s':>7} "
+          f"{'proxy rec/s':>12} {'MB/s':>7} {'ratio':>6} {'proxy CPU s':>11}")
     for size, entry in results["sizes"].items():
         for kind in ("produce", "consume"):
             d, p = entry["direct"], entry["proxy"]
-            print(f"{size:>6} {kind:>8} {d[f'{kind}_records_per_s']:>13,.0f} "
-                  f"{d[f'{kind}_mb_per_s']:>7.1f} {p[f'{kind}_records_per_s']:>12,.0f} "
+            print(f"{size:>6} {results['records'][size]:>8} {kind:>8} "
+                  f"{d[f'{kind}_records_per_s']:>13,.0f} {d[f'{kind}_mb_per_s']:>7.1f} "
+                  f"{p[f'{kind}_records_per_s']:>12,.0f} "
                   f"{p[f'{kind}_mb_per_s']:>7.1f} {entry[f'{kind}_ratio']:>6.2f} "
                   f"{p['median'][f'proxy_cpu_{kind}_s']:>11.2f}")
     out_dir = Path(__file__).resolve().parent / "results"
