@@ -48,6 +48,14 @@ MEMBERSHIP_LOST = frozenset({
 })
 
 
+class _RetryCommit(BrokerError):
+    """A commit answer worth retrying although Kafka does not class the code retriable."""
+
+    @property
+    def retriable(self) -> bool:  # type: ignore[override]
+        return True
+
+
 class GroupMember:
     """Commits for ``group.id`` without membership; base of the real memberships."""
 
@@ -256,9 +264,13 @@ class GroupMember:
                 continue
             if code in COORDINATOR_ERRORS:
                 self.coordinator.mark_unknown()
+            if code == ErrorCode.stale_member_epoch:
+                # KIP-848: the epoch moved on while the commit was in flight; the next
+                # attempt carries the new one.
+                failed[tp] = _RetryCommit(code, context=f"commit of {tp}")
+                continue
             if code in MEMBERSHIP_LOST or code in (ErrorCode.rebalance_in_progress,
-                                                   ErrorCode.fenced_instance_id,
-                                                   ErrorCode.stale_member_epoch):
+                                                   ErrorCode.fenced_instance_id):
                 self.on_commit_refused(code)
                 if code == ErrorCode.rebalance_in_progress:
                     raise RebalanceInProgressError(f"commit to group {self.group_id!r}")

@@ -26,6 +26,8 @@ def broker() -> Iterator[BrokerProcess]:
         "group.initial.rebalance.delay.ms": 0,
         "offsets.topic.num.partitions": 3,
         "num.partitions": 1,
+        "group.consumer.heartbeat.interval.ms": 300,
+        "group.consumer.session.timeout.ms": SESSION_MS,
     }) as running:
         yield running
 
