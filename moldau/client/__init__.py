@@ -12,9 +12,13 @@ from .admin_types import (
     AlterOp,
     ConfigEntry,
     ConfigResource,
+    GroupDescription,
+    GroupListing,
     ListOffsetsResult,
+    MemberDescription,
     NewTopic,
     OffsetSpec,
+    PartitionLag,
     ResourceType,
 )
 from .cluster import Cluster
@@ -32,6 +36,12 @@ from .errors import (
     RecordCorruptError,
     UnsupportedVersionError,
 )
+from .group import (
+    CommitFailedError,
+    OffsetAndMetadata,
+    RebalanceInProgressError,
+    RebalanceListener,
+)
 from .partitioner import murmur2, partition_for_key
 from .producer import Producer
 from .sync import SyncAdminClient, SyncConsumer, SyncProducer
@@ -48,10 +58,12 @@ from .types import (
 __all__ = [
     "AddressMap", "AdminClient", "AdminError", "AlterConfigOp", "AlterOp", "BatchColumns",
     "BrokerConnection", "BrokerError", "BrokerInfo", "ClientError", "Cluster", "ClusterInfo",
-    "ConfigEntry", "ConfigError", "ConfigResource", "Consumer", "ConsumerRecord",
-    "GroupMembership", "KafkaConnectionError", "KafkaTimeoutError", "ListOffsetsResult",
-    "NewTopic", "NoBrokersAvailable", "OffsetOutOfRangeError", "OffsetSpec", "PartitionInfo",
-    "Producer", "RecordCorruptError", "RecordMetadata", "ResourceType", "SyncAdminClient",
-    "SyncConsumer", "SyncProducer", "TopicInfo", "TopicPartition", "UnsupportedVersionError",
-    "murmur2", "partition_for_key",
+    "CommitFailedError", "ConfigEntry", "ConfigError", "ConfigResource", "Consumer",
+    "ConsumerRecord", "GroupDescription", "GroupListing", "GroupMembership",
+    "KafkaConnectionError", "KafkaTimeoutError", "ListOffsetsResult", "MemberDescription",
+    "NewTopic", "NoBrokersAvailable", "OffsetAndMetadata", "OffsetOutOfRangeError",
+    "OffsetSpec", "PartitionInfo", "PartitionLag", "Producer", "RebalanceInProgressError",
+    "RebalanceListener", "RecordCorruptError", "RecordMetadata", "ResourceType",
+    "SyncAdminClient", "SyncConsumer", "SyncProducer", "TopicInfo", "TopicPartition",
+    "UnsupportedVersionError", "murmur2", "partition_for_key",
 ]

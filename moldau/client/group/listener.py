@@ -74,10 +74,6 @@ def make_listener(listener: RebalanceListener | None, on_assign: Callback | None
     return _Callbacks(on_assign, on_revoke, on_lost)
 
 
-class ListenerError(Exception):
-    """A rebalance callback raised; the consumer re-raises it from poll()."""
-
-
 async def invoke(listener: RebalanceListener, event: str,
                  partitions: set[TopicPartition]) -> BaseException | None:
     """Call ``on_partitions_<event>``; await it if it is a coroutine. Returns what it raised
