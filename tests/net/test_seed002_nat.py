@@ -44,7 +44,7 @@ def test_branch_bootstraps_through_nat_then_fails() -> None:
             lambda: kcat_produce(net.branch, VIA_NAT, "orders", ["x"], timeout_ms=3000),
             lambda: program(net.branch, "confluent", VIA_NAT, "orders-c", timeout=3),
             lambda: program(net.branch, "moldau", VIA_NAT, "orders-m", timeout=2),
-            lambda: doctor(net.branch, VIA_NAT, timeout=1.5, text=True),
+            lambda: doctor(net.branch, VIA_NAT, timeout=2.0, text=True),
         )
         assert produced.returncode != 0, produced.stderr
         assert "Message timed out" in produced.stderr, produced.stderr
@@ -82,7 +82,7 @@ def test_fix_a_an_extra_listener_advertising_the_nat_address() -> None:
         # Headquarters keeps using the internal listener and sees the same data.
         assert kcat_metadata(net.hq_client, INTERNAL).brokers == [(1, INTERNAL)]
         kcat_roundtrip(net.hq_client, INTERNAL, "fix-a-hq")
-        status, text, data = doctor(net.branch, branch, timeout=1.5)
+        status, text, data = doctor(net.branch, branch, timeout=2.0)
         assert status == 0 and data["findings"] == [], text
 
 
@@ -110,7 +110,7 @@ def test_fix_b_broker_address_map_in_the_moldau_client() -> None:
         assert consumed.stdout.split() == ["one", "two", "three"]
         # The doctor, told about the map, passes with a warning for unmodified clients.
         status, text, data = doctor(net.branch, VIA_NAT, "--address-map", ADDRESS_MAP,
-                                    timeout=1.5)
+                                    timeout=2.0)
         assert status == 0, text
         assert [f["code"] for f in data["findings"]] == ["only-via-map"]
 
@@ -129,5 +129,5 @@ def test_fix_c_moldau_proxy_in_the_branch_for_unmodified_clients() -> None:
         assert meta.brokers == [(1, "127.0.0.1:19091")]
         kcat_roundtrip(net.branch, proxy.bootstrap, "fix-c")
         confluent_roundtrip(net.branch, proxy.bootstrap, "fix-c-confluent")
-        status, text, data = doctor(net.branch, proxy.bootstrap, timeout=1.5)
+        status, text, data = doctor(net.branch, proxy.bootstrap, timeout=2.0)
         assert status == 0 and data["findings"] == [], text
