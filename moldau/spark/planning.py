@@ -100,7 +100,7 @@ def split_ranges(ranges: Iterable[Range], min_partitions: int | None = None,
         total = sum(r.size for r in pieces)
         split = []
         for r in pieces:
-            parts = max(1, round(min_partitions * r.size / total)) if total else 1
+            parts = max(1, -(-min_partitions * r.size // total)) if total else 1
             split.extend(_cut(r, min(parts, r.size)))
         pieces = split
     return pieces
