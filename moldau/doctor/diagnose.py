@@ -406,10 +406,4 @@ def _fixes(check: BrokerCheck, obs: Observations, ok_boot: list[Probe],
     return tuple(fixes)
 
 
-def format_listener_entries(entries: Iterable[ListenerEntry]) -> str:
-    """``NAME://host:port,...``"""
-    return ",".join(str(e) for e in entries)
-
-
-__all__ = ["diagnose", "explain_failure", "format_address", "format_listener_entries",
-           "proxy_command"]
+__all__ = ["diagnose", "explain_failure", "format_address", "proxy_command"]
