@@ -39,7 +39,8 @@ def free_port() -> int:
 
 
 class ProxyProcess:
-    """A ``moldau proxy --json`` subprocess listening on 127.0.0.1."""
+    """A ``moldau proxy --json`` subprocess (127.0.0.1 and free ports unless ``args`` say
+    otherwise); ``wrapper`` prefixes the command, e.g. to start it in a network namespace."""
 
     def __init__(
         self,
@@ -49,8 +50,10 @@ class ProxyProcess:
         args: Sequence[str] = (),
         log_path: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
+        wrapper: Sequence[str] = (),
     ) -> None:
         self.bootstrap_upstream = bootstrap
+        self.wrapper = list(wrapper)  # e.g. ["ip", "netns", "exec", "lab-nat"]
         self.address_map = address_map
         self.args = list(args)
         self.env = dict(env or {})
@@ -67,7 +70,8 @@ class ProxyProcess:
     # --- lifecycle ------------------------------------------------------------------------
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "moldau.cli.main", "proxy", "--json",
+        """The argv that starts the proxy (``wrapper`` first)."""
+        cmd = [*self.wrapper, sys.executable, "-m", "moldau.cli.main", "proxy", "--json",
                "--bootstrap-server", self.bootstrap_upstream]
         if self.address_map:
             cmd += ["--address-map", self.address_map]
