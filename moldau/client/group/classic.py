@@ -209,7 +209,6 @@ class ClassicMember(GroupMember):
 
     async def _prepare(self) -> None:
         """Step 1 of a rebalance (see module docstring)."""
-        self.rejoin_needed = False
         if self.lost:
             self.lost = False
             await self.revoke(set(self.owned), lost=True)
@@ -225,6 +224,10 @@ class ClassicMember(GroupMember):
             assert self.subscription is not None
             gone = {tp for tp in self.owned if not self.subscription.matches(tp.topic)}
             await self.revoke(gone)
+        # A commit refused above (some brokers refuse them once a rebalance began) marks the
+        # membership lost and asks for a rejoin: that is the join about to start, not another.
+        self.rejoin_needed = False
+        self.lost = False
 
     async def _complete(self, result: JoinResult) -> None:
         """Step 3: apply the assignment the rebalance produced."""
@@ -300,6 +303,10 @@ class ClassicMember(GroupMember):
         self.joined_topics = set(topics)
         self.cluster.add_topics(topics)
         wait_ms = max(self.config["request.timeout.ms"], self.rebalance_timeout_ms + 5000)
+        if self.instance_id is not None:
+            conn = await self.coordinator.connection()
+            conn.versions.require(ApiKey.JOIN_GROUP, 5,
+                                  what="static membership (group.instance.id)")
         response = await self.coordinator.request(ApiKey.JOIN_GROUP, {
             "group_id": self.group_id,
             "session_timeout": self.session_timeout_ms,

@@ -181,7 +181,8 @@ class GroupMember:
         async def run() -> dict[TopicPartition, OffsetAndMetadata]:
             error: BaseException | None = None
             try:
-                return await self.commit_sync(offsets)
+                # One attempt: a retry arriving after a later commit would overwrite it.
+                return await self.commit_sync(offsets, retry=False)
             except Exception as exc:
                 error = exc
                 if quiet:
@@ -206,9 +207,10 @@ class GroupMember:
         if not task.cancelled():
             task.exception()  # retrieved: the caller may never await the task
 
-    async def commit_sync(self, offsets: dict[TopicPartition, OffsetAndMetadata]
-                          ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """OffsetCommit with retries of coordinator moves, until default.api.timeout.ms."""
+    async def commit_sync(self, offsets: dict[TopicPartition, OffsetAndMetadata],
+                          retry: bool = True) -> dict[TopicPartition, OffsetAndMetadata]:
+        """OffsetCommit; retriable failures (the coordinator moved) are retried until
+        default.api.timeout.ms unless ``retry`` is False."""
         if not offsets:
             return {}
         timeout_ms = self.config["default.api.timeout.ms"]
@@ -223,13 +225,13 @@ class GroupMember:
                 if not getattr(exc, "retriable", False) or isinstance(exc, CommitFailedError):
                     raise
                 failed = {tp: exc for tp in pending}
-            retry: dict[TopicPartition, OffsetAndMetadata] = {}
+            again: dict[TopicPartition, OffsetAndMetadata] = {}
             for tp, error in failed.items():
-                if getattr(error, "retriable", False):
-                    retry[tp] = pending[tp]
+                if getattr(error, "retriable", False) and retry:
+                    again[tp] = pending[tp]
                 else:
                     raise error
-            if not retry:
+            if not again:
                 return offsets
             pause = backoff_ms(attempt, self.config["retry.backoff.ms"],
                                self.config["retry.backoff.max.ms"]) / 1000
@@ -239,7 +241,7 @@ class GroupMember:
                     f"commit to group {self.group_id!r} did not succeed within "
                     f"default.api.timeout.ms={timeout_ms}; last error: {first}"
                 ) from first
-            pending = retry
+            pending = again
             attempt += 1
             await asyncio.sleep(pause)
 
