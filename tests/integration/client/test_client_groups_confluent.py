@@ -147,7 +147,8 @@ def test_admin_on_a_confluent_group(broker: BrokerProcess) -> None:
     for k in members.theirs:
         k.subscribe([topic])
     # Settle the group first, so no partition is read twice by two owners in turn.
-    members.until(lambda: disjoint_cover(members.assignments(), set(tps)))
+    members.until(lambda: disjoint_cover(members.assignments(), set(tps))
+                  and sorted(len(a) for a in members.assignments()) == [1, 2])
     asyncio.run(produce(broker, topic, 30, 3))
     members.until(lambda: len(members.values) == 30)
     assert sorted(members.values) == list(range(30))
