@@ -257,5 +257,13 @@ def test_sync_consumer_commits_in_on_revoke(broker: BrokerProcess) -> None:
                           TopicPartition(topic, 1): OffsetAndMetadata(10)}
     assert second.committed([TopicPartition(topic, 1)]) == {
         TopicPartition(topic, 1): OffsetAndMetadata(10)}
+    # unsubscribe: on_revoke once more (its partition), then the other member gets both
+    held = first.assignment()
+    first.unsubscribe()
+    assert first.assignment() == set() and first.subscription() == set()
+    assert set(revoked[-1]) == held
+    while len(second.assignment()) != 2:
+        assert time.monotonic() < deadline + 40
+        second.poll(0.1)
     first.close()
     second.close()
