@@ -136,17 +136,24 @@ def decode_request(header: RequestHeader, frame: memoryview | bytes, offset: int
     The body is checked first (:mod:`.request_validator`): kio's reader would abort the
     process on a huge array count and accepts null for arrays that are not nullable.
     """
-    schema = request_schema(header.api_key, header.api_version)
-    if schema is None:
+    reader = _request_reader(header.api_key, header.api_version)
+    if reader is None:
         raise InvalidRequest(f"no schema for api {header.api_key} v{header.api_version}")
     validate_request_body(header.api_key, header.api_version, frame, offset)
     try:
-        value, _size = entity_reader(schema)(frame, offset)
+        value, _size = reader(frame, offset)
     except Exception as exc:
         raise InvalidRequest(
-            f"malformed {schema.__name__} v{header.api_version}: {exc}"
+            f"malformed {request_schema(header.api_key, header.api_version).__name__} "
+            f"v{header.api_version}: {exc}"
         ) from exc
     return value
+
+
+@functools.cache
+def _request_reader(api_key: int, version: int) -> Any:
+    schema = request_schema(api_key, version)
+    return None if schema is None else entity_reader(schema)
 
 
 def response_header_bytes(api_key: int, version: int, correlation_id: int) -> bytes:
