@@ -25,9 +25,11 @@ walk did not bound. Unknown tagged fields are skipped by their size, as Kafka do
 refuses them itself).
 
 Speed: each plan is compiled once (cached) into the source of one Python function - fixed-size
-runs as one addition, arrays of fixed-size elements as one multiplication, one-byte varints
-inline, nested arrays as nested loops - so the check costs about as much as kio's own decode
-of the same body (numbers in tests/unit/protocol/test_request_validator.py's benchmark note).
+runs as one addition, arrays of fixed-size elements as one multiplication, one- and two-byte
+varints inline, nested arrays as nested loops - so the check costs about as much as kio's own
+decode of the same body: on the 2-core dev machine ~0.3-0.5 us for a Metadata request, ~1-1.4
+us for a 10-partition Fetch, ~2-2.5 us for a 10-partition Produce (which the broker reads with
+:mod:`.produce_request` instead). ``validator_source(api_key, version)`` shows the code.
 """
 
 from __future__ import annotations
