@@ -25,6 +25,7 @@ from ..admin_types import (
 from ..errors import BrokerError
 from ..leaders import list_offsets
 from ..types import BrokerInfo, TopicPartition
+from . import requests
 from .consumer_protocol import PROTOCOL_TYPE, decode_assignment, decode_subscription
 from .coordinator import COORDINATOR_ERRORS
 from .offsets import (
@@ -109,10 +110,8 @@ async def list_groups(admin: AdminClient, states: Iterable[str] | None,
     errors: dict[object, BrokerError] = {}
     for node in sorted(admin.cluster.brokers):
         async def send(node: int = node) -> Any:
-            response = await admin.cluster.request(node, ApiKey.LIST_GROUPS, {
-                "states_filter": [s for s in states or ()],
-                "types_filter": [t for t in types or ()],
-            })
+            response = await admin.cluster.request(node, ApiKey.LIST_GROUPS,
+                                                   requests.list_groups(states, types))
             if response.error_code and ErrorCode(response.error_code).retriable:
                 raise BrokerError(response.error_code, context=f"ListGroups on broker {node}")
             return response
@@ -158,9 +157,8 @@ async def describe_groups(admin: AdminClient, group_ids: Iterable[str], raise_er
     """State, assignor and members (assignments decoded) of each group."""
     async def call(node: int, groups: list[str], found: dict[str, BrokerInfo]
                    ) -> dict[str, Any]:
-        response = await admin.cluster.request(node, ApiKey.DESCRIBE_GROUPS, {
-            "groups": groups, "include_authorized_operations": False,
-        })
+        response = await admin.cluster.request(node, ApiKey.DESCRIBE_GROUPS,
+                                               requests.describe_groups(groups))
         out: dict[str, Any] = {}
         for g in response.groups:
             if g.error_code:
@@ -187,9 +185,8 @@ async def delete_groups(admin: AdminClient, group_ids: Iterable[str], raise_erro
                         ) -> dict[str, BrokerError | None]:
     """Delete empty groups and their offsets (NON_EMPTY_GROUP while members remain)."""
     async def call(node: int, groups: list[str], _found: Any) -> dict[str, int]:
-        response = await admin.cluster.request(node, ApiKey.DELETE_GROUPS, {
-            "groups_names": groups,
-        })
+        response = await admin.cluster.request(node, ApiKey.DELETE_GROUPS,
+                                               requests.delete_groups(groups))
         return {r.group_id: int(r.error_code) for r in response.results}
 
     raw = await _for_each_coordinator(admin, "DeleteGroups", group_ids, call)
@@ -292,11 +289,8 @@ async def delete_group_offsets(admin: AdminClient, group_id: str,
         topics.setdefault(tp.topic, []).append(tp.partition)
 
     async def call(node: int, _groups: list[str], _found: Any) -> dict[str, Any]:
-        response = await admin.cluster.request(node, ApiKey.OFFSET_DELETE, {
-            "group_id": group_id,
-            "topics": [{"name": t, "partitions": [{"partition_index": p} for p in ps]}
-                       for t, ps in topics.items()],
-        })
+        response = await admin.cluster.request(node, ApiKey.OFFSET_DELETE,
+                                               requests.offset_delete(group_id, topics))
         if response.error_code:
             return {group_id: int(response.error_code)}
         return {group_id: {TopicPartition(t.name, p.partition_index): int(p.error_code)

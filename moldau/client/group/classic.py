@@ -36,9 +36,9 @@ from moldau.protocol.errors import ErrorCode
 from ..errors import BrokerError, ConfigError
 from ..retry import backoff_ms, wait_event
 from ..types import TopicPartition
+from . import requests
 from .assignors import is_cooperative, make_assignors
 from .consumer_protocol import (
-    PROTOCOL_TYPE,
     decode_assignment,
     decode_subscription,
     encode_assignment,
@@ -265,16 +265,13 @@ class ClassicMember(GroupMember):
             attempt += 1
             await asyncio.sleep(pause)
 
-    def _metadata(self, topics: list[str]) -> list[dict[str, Any]]:
+    def _metadata(self, topics: list[str]) -> list[tuple[str, bytes]]:
         owned = sorted(self.owned) if self.cooperative else []
         rack = self.config["client.rack"] or None
-        return [{
-            "name": a.name,
-            "metadata": encode_subscription(
-                topics, owned=owned, generation=self.generation, rack=rack,
-                user_data=a.user_data(sorted(self.previous), self.generation),
-            ),
-        } for a in self.assignors]
+        return [(a.name, encode_subscription(
+            topics, owned=owned, generation=self.generation, rack=rack,
+            user_data=a.user_data(sorted(self.previous), self.generation),
+        )) for a in self.assignors]
 
     def _check(self, code: int, what: str) -> None:
         """Turn a JoinGroup/SyncGroup error into a rejoin, a retry or a fatal error."""
@@ -307,16 +304,10 @@ class ClassicMember(GroupMember):
             conn = await self.coordinator.connection()
             conn.versions.require(ApiKey.JOIN_GROUP, 5,
                                   what="static membership (group.instance.id)")
-        response = await self.coordinator.request(ApiKey.JOIN_GROUP, {
-            "group_id": self.group_id,
-            "session_timeout": self.session_timeout_ms,
-            "rebalance_timeout": self.rebalance_timeout_ms,
-            "member_id": self.member_id,
-            "group_instance_id": self.instance_id,
-            "protocol_type": PROTOCOL_TYPE,
-            "protocols": self._metadata(topics),
-            "reason": None,
-        }, timeout_ms=wait_ms)
+        response = await self.coordinator.request(ApiKey.JOIN_GROUP, requests.join_group(
+            self.group_id, self.member_id, self.instance_id, self.session_timeout_ms,
+            self.rebalance_timeout_ms, self._metadata(topics),
+        ), timeout_ms=wait_ms)
         if response.error_code == ErrorCode.member_id_required:
             self.member_id = response.member_id
             raise _Rejoin("MEMBER_ID_REQUIRED: joining with the member id the group gave")
@@ -325,18 +316,13 @@ class ClassicMember(GroupMember):
         self.member_id = response.member_id
         self.protocol = response.protocol_name
         self.leader_id = response.leader
-        assignments: list[dict[str, Any]] = []
+        assignments: list[tuple[str, bytes]] = []
         if self.is_leader:
             assignments = await self._lead(response.protocol_name, response.members)
-        sync = await self.coordinator.request(ApiKey.SYNC_GROUP, {
-            "group_id": self.group_id,
-            "generation_id": self.generation,
-            "member_id": self.member_id,
-            "group_instance_id": self.instance_id,
-            "protocol_type": PROTOCOL_TYPE,
-            "protocol_name": self.protocol,
-            "assignments": assignments,
-        }, timeout_ms=wait_ms)
+        sync = await self.coordinator.request(ApiKey.SYNC_GROUP, requests.sync_group(
+            self.group_id, self.generation, self.member_id, self.instance_id, self.protocol,
+            assignments,
+        ), timeout_ms=wait_ms)
         self._check(sync.error_code, "SyncGroup")
         try:
             partitions, _user_data = decode_assignment(sync.assignment)
@@ -349,7 +335,7 @@ class ClassicMember(GroupMember):
         return JoinResult(self.generation, self.member_id, self.protocol or "",
                           self.leader_id, assignment, committed)
 
-    async def _lead(self, protocol: str, members: Any) -> list[dict[str, Any]]:
+    async def _lead(self, protocol: str, members: Any) -> list[tuple[str, bytes]]:
         """Run the chosen assignor over every member's subscription."""
         assignor = next((a for a in self.assignors if a.name == protocol), None)
         if assignor is None:
@@ -378,9 +364,7 @@ class ClassicMember(GroupMember):
         result = assignor.assign(counts, subs)
         log.debug("group %s: leader assigned %s", self.group_id,
                   {m: sorted(tps) for m, tps in result.items()})
-        return [{"member_id": s.member_id,
-                 "assignment": encode_assignment(result.get(s.member_id, []))}
-                for s in subs]
+        return [(s.member_id, encode_assignment(result.get(s.member_id, []))) for s in subs]
 
     # --- background: heartbeats and metadata ------------------------------------------------
 
@@ -411,10 +395,8 @@ class ClassicMember(GroupMember):
                 self.request_rejoin("poll timeout expired")
                 continue
             try:
-                response = await self.coordinator.request(ApiKey.HEARTBEAT, {
-                    "group_id": self.group_id, "generation_id": self.generation,
-                    "member_id": self.member_id, "group_instance_id": self.instance_id,
-                })
+                response = await self.coordinator.request(ApiKey.HEARTBEAT, requests.heartbeat(
+                    self.group_id, self.generation, self.member_id, self.instance_id))
             except Exception as exc:
                 log.debug("group %s: heartbeat failed: %s", self.group_id, exc)
                 if time.monotonic() - last_ok > self.session_timeout_ms / 1000:
@@ -469,11 +451,9 @@ class ClassicMember(GroupMember):
         until its session times out, KIP-345), then forget the generation."""
         if self.instance_id is None and self.member_id and self.coordinator.known:
             try:
-                response = await self.coordinator.request(ApiKey.LEAVE_GROUP, {
-                    "group_id": self.group_id, "member_id": self.member_id,
-                    "members": [{"member_id": self.member_id, "group_instance_id": None,
-                                 "reason": reason}],
-                }, timeout_ms=min(self.config["request.timeout.ms"], 5000))
+                response = await self.coordinator.request(
+                    ApiKey.LEAVE_GROUP, requests.leave_group(self.group_id, self.member_id, reason),
+                    timeout_ms=min(self.config["request.timeout.ms"], 5000))
                 if response.error_code:
                     log.debug("group %s: LeaveGroup answered %s", self.group_id,
                               ErrorCode(response.error_code).name.upper())

@@ -33,6 +33,7 @@ from ..entities import ms
 from ..errors import BrokerError
 from ..retry import backoff_ms, wait_event
 from ..types import TopicPartition
+from . import requests
 from .coordinator import COORDINATOR_ERRORS
 from .membership import GroupMember
 from .types import CommitFailedError, RebalanceInProgressError
@@ -143,6 +144,7 @@ class ConsumerProtocolMember(GroupMember):
     # --- heartbeats -------------------------------------------------------------------------
 
     def _request(self, epoch: int, version: int) -> dict[str, Any]:
+        """A full heartbeat (every field set), so any answer can be acted on."""
         assert self.subscription is not None
         owned: dict[uuid.UUID, list[int]] = {}
         for tp in sorted(self.owned):
@@ -151,19 +153,13 @@ class ConsumerProtocolMember(GroupMember):
                 owned.setdefault(topic_id, []).append(tp.partition)
         regex = self.subscription.regex if version >= 1 else None
         names = None if regex is not None else sorted(self.subscription.resolve(self.cluster))
-        return {
-            "group_id": self.group_id,
-            "member_id": self.member_id,
-            "member_epoch": epoch,
-            "instance_id": self.instance_id,
-            "rack_id": self.config["client.rack"] or None,
-            "rebalance_timeout": self.config["max.poll.interval.ms"],
-            "subscribed_topic_names": names,
-            "subscribed_topic_regex": regex,
-            "server_assignor": self.config["group.remote.assignor"],
-            "topic_partitions": [] if epoch == 0 else [
-                {"topic_id": t, "partitions": ps} for t, ps in owned.items()],
-        }
+        return requests.consumer_group_heartbeat(
+            self.group_id, self.member_id, epoch, instance_id=self.instance_id,
+            rack=self.config["client.rack"] or None,
+            rebalance_ms=self.config["max.poll.interval.ms"], topics=names, regex=regex,
+            assignor=self.config["group.remote.assignor"],
+            owned=[] if epoch == 0 else list(owned.items()),
+        )
 
     async def _heartbeat_loop(self) -> None:
         attempt = 0
@@ -258,9 +254,8 @@ class ConsumerProtocolMember(GroupMember):
             try:
                 conn = await self.coordinator.connection()
                 version = conn.versions.require(ApiKey.CONSUMER_GROUP_HEARTBEAT)
-                body = self._request(epoch, version)
-                body.update(subscribed_topic_names=None, subscribed_topic_regex=None,
-                            rebalance_timeout=-1, topic_partitions=None, server_assignor=None)
+                body = requests.consumer_group_heartbeat(
+                    self.group_id, self.member_id, epoch, instance_id=self.instance_id)
                 await self.coordinator.request(
                     ApiKey.CONSUMER_GROUP_HEARTBEAT, body, version=version,
                     timeout_ms=min(self.config["request.timeout.ms"], 5000))
