@@ -151,8 +151,18 @@ def _consumer(opts: E2EOptions, expected: int, ready: Any, go: Any, stop: Any,
         conf: dict[str, Any] = {"group.id": "moldau-perf-e2e", "enable.auto.commit": "false"}
         conf.update(opts.consumer_config)
         consumer = Consumer(conf)
-        meta = consumer.list_topics(opts.topic, timeout=opts.start_timeout_s)
-        parts = sorted(meta.topics[opts.topic].partitions)
+        # The producers may be the ones creating the topic (auto-creation): wait for it.
+        deadline = time.monotonic() + opts.start_timeout_s
+        while True:
+            meta = consumer.list_topics(opts.topic, timeout=opts.start_timeout_s)
+            topic = meta.topics.get(opts.topic)
+            if topic is not None and topic.error is None and topic.partitions:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"topic {opts.topic!r} is not available: "
+                                   f"{topic.error if topic else 'missing'}")
+            time.sleep(0.1)
+        parts = sorted(topic.partitions)
         positions = []
         for p in parts:
             _low, high = consumer.get_watermark_offsets(TopicPartition(opts.topic, p),

@@ -14,11 +14,12 @@ from __future__ import annotations
 import multiprocessing as mp
 import queue
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .latency import LatencyHistogram, bucket_of
+from .latency import LatencyHistogram
 from .payloads import random_payloads
 from .workers import split, wait_ready
 
@@ -96,35 +97,33 @@ def _worker(wid: int, opts: ProduceOptions, count: int, rate: float, shared: Any
     from confluent_kafka import Producer
 
     base = wid * _SLOTS
-    counts: list[int] = []
-    acc = [0, 0, 0, 0, 0]  # acked, errors, latency sum, window max, overall max (µs)
+    # The delivery callback runs once per record: keep it to one append (float32 seconds);
+    # the histogram is built after the clock stops.
+    lat = array("f")
+    errors = [0]
     first_error: list[str] = []
+    seen = [0, 0.0]  # records and latency sum already published
 
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            acc[1] += 1
-            if not first_error:
-                first_error.append(str(err))
+    def on_delivery(err: Any, msg: Any, append: Any = lat.append) -> None:
+        if err is None:
+            append(msg.latency())
             return
-        us = int(msg.latency() * 1_000_000)
-        idx = bucket_of(us)
-        if idx >= len(counts):
-            counts.extend([0] * (idx + 1 - len(counts)))
-        counts[idx] += 1
-        acc[0] += 1
-        acc[2] += us
-        if us > acc[3]:
-            acc[3] = us
-            if us > acc[4]:
-                acc[4] = us
+        errors[0] += 1
+        if not first_error:
+            first_error.append(str(err))
 
     def publish() -> None:
-        shared[base + _ACKED] = acc[0]
-        shared[base + _ERRORS] = acc[1]
-        shared[base + _LAT_SUM] = acc[2]
-        if acc[3] > shared[base + _WIN_MAX]:
-            shared[base + _WIN_MAX] = acc[3]
-        acc[3] = 0
+        n = len(lat)
+        if n > seen[0]:
+            window = lat[seen[0]:n]
+            seen[1] += sum(window)
+            seen[0] = n
+            win_max = int(max(window) * 1_000_000)
+            if win_max > shared[base + _WIN_MAX]:
+                shared[base + _WIN_MAX] = win_max
+        shared[base + _ACKED] = n
+        shared[base + _ERRORS] = errors[0]
+        shared[base + _LAT_SUM] = int(seen[1] * 1_000_000)
 
     try:
         conf: dict[str, Any] = dict(opts.config)
@@ -147,7 +146,7 @@ def _worker(wid: int, opts: ProduceOptions, count: int, rate: float, shared: Any
     produce = producer.produce
     poll = producer.poll
     pool = len(payloads)
-    extra: dict[str, Any] = {} if opts.partition is None else {"partition": opts.partition}
+    partition = -1 if opts.partition is None else opts.partition  # -1: the partitioner's
     total_bytes = 0
     start = time.monotonic()
     interval = 1.0 / rate if rate > 0 else 0.0
@@ -156,12 +155,12 @@ def _worker(wid: int, opts: ProduceOptions, count: int, rate: float, shared: Any
         total_bytes += len(payload)
         while True:
             try:
-                produce(topic, payload, **extra)
+                produce(topic, payload, partition=partition)
                 break
             except BufferError:
                 poll(0.001)
                 publish()
-        if not i & 255:
+        if not i & 1023:
             poll(0)
             shared[base + _SENT] = i
             publish()
@@ -175,8 +174,11 @@ def _worker(wid: int, opts: ProduceOptions, count: int, rate: float, shared: Any
         publish()
     end = time.monotonic()
     publish()
-    hist = LatencyHistogram(counts, acc[0], acc[2], acc[4])
-    results.put({"wid": wid, "start": start, "end": end, "acked": acc[0], "errors": acc[1],
+    hist = LatencyHistogram()
+    record = hist.record
+    for seconds in lat:
+        record(int(seconds * 1_000_000))
+    results.put({"wid": wid, "start": start, "end": end, "acked": len(lat), "errors": errors[0],
                  "bytes": total_bytes, "first_error": first_error[0] if first_error else None,
                  "latency": hist.to_dict()})
 
