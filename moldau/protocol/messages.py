@@ -207,5 +207,9 @@ def decode_response(api_key: int, version: int, frame: memoryview | bytes) -> tu
     schema = response_schema(api_key, version)
     if schema is None:
         raise InvalidRequest(f"no schema for api {api_key} v{version}")
-    value, _size = entity_reader(schema)(frame, pos)
+    validate_request_body(api_key, version, frame, pos, response=True)
+    try:
+        value, _size = entity_reader(schema)(frame, pos)
+    except Exception as exc:
+        raise InvalidRequest(f"malformed {schema.__name__} v{version}: {exc}") from exc
     return correlation_id, value

@@ -25,7 +25,7 @@ import types
 import typing
 from typing import Any
 
-from kio.index import load_request_schema
+from kio.index import load_request_schema, load_response_schema
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -182,10 +182,11 @@ def entity_plan(entity: type, nullable: bool = False, path: str = "") -> Struct:
 
 
 @functools.cache
-def request_plan(api_key: int, version: int) -> Struct | None:
-    """The plan of the request body of ``(api_key, version)``, None if kio has no schema."""
+def request_plan(api_key: int, version: int, response: bool = False) -> Struct | None:
+    """The plan of the request (or, with ``response``, the response) body of
+    ``(api_key, version)``; None if kio has no schema."""
     try:
-        schema = load_request_schema(api_key, version)
+        schema = (load_response_schema if response else load_request_schema)(api_key, version)
     except Exception:
         return None
     return entity_plan(schema)

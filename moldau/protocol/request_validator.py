@@ -254,8 +254,9 @@ class _Codegen:
 
 
 @functools.cache
-def _compiled(api_key: int, version: int) -> tuple[Walker, str, tuple[str, ...]] | None:
-    plan = request_plan(api_key, version)
+def _compiled(api_key: int, version: int,
+              response: bool = False) -> tuple[Walker, str, tuple[str, ...]] | None:
+    plan = request_plan(api_key, version, response)
     if plan is None:
         return None
     gen = _Codegen()
@@ -276,10 +277,14 @@ def validator_source(api_key: int, version: int) -> str:
     return "" if compiled is None else "\n\n".join(compiled[2])
 
 
-def validate_request_body(api_key: int, version: int, buf: Buffer, offset: int) -> None:
+def validate_request_body(api_key: int, version: int, buf: Buffer, offset: int, *,
+                          response: bool = False) -> None:
     """Check the body at ``buf[offset:]`` before kio decodes it; raise InvalidRequest if it
-    is malformed in a way kio would not refuse safely (see the module docstring)."""
-    compiled = _compiled(api_key, version)
+    is malformed in a way kio would not refuse safely (see the module docstring).
+
+    With ``response`` the body is a response: clients and the proxy check what a broker sends
+    them, so a hostile or broken peer cannot abort them through kio either."""
+    compiled = _compiled(api_key, version, response)
     if compiled is None:
         raise InvalidRequest(f"no schema for api {api_key} v{version}")
     walk, label, _sources = compiled
