@@ -166,6 +166,8 @@ class ProxyServer:
             "request.timeout.ms": self.config.connect_timeout_ms,
         })
         cluster = Cluster(cfg)
+        log.info("discovering the cluster from %s", ", ".join(
+            format_address(*a) for a in self.config.bootstrap_servers))
         try:
             await cluster.start()
         except Exception as exc:

@@ -228,7 +228,10 @@ def test_sigterm_while_the_cluster_does_not_answer_yet() -> None:
         [sys.executable, "-m", "moldau.cli.main", "proxy", "--json", "--bootstrap-server",
          f"127.0.0.1:{free_port()}", "--startup-timeout-ms", "60000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # inside the start-up retries
+    assert proc.stderr is not None
+    line = proc.stderr.readline()  # the signal handlers are in place before this line
+    assert "discovering the cluster from 127.0.0.1:" in line, line
+    time.sleep(0.3)  # inside the start-up retries
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=15)
     assert proc.returncode == 0, err
