@@ -46,6 +46,7 @@ from moldau.protocol.messages import (
     response_schema,
     skip_tagged_fields,
 )
+from moldau.protocol.request_validator import validate_request_body
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +179,8 @@ def _splice_metadata(version: int, frame: bytes | memoryview,
     encoding the whole response with kio, at a fraction of the cost."""
     flexible = response_header_flexible(ApiKey.METADATA, version)
     pos = skip_tagged_fields(frame, 4) if flexible else 4
+    # kio's native reader trusts counts it is given; a hostile answer must not abort us
+    validate_request_body(ApiKey.METADATA, version, frame, pos, response=True)
     if version >= 3:
         pos += 4  # throttle_time_ms
     if flexible:

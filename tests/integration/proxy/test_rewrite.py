@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import subprocess
+import sys
+import textwrap
 import uuid
 from typing import Any
 
@@ -305,3 +308,32 @@ def test_undecodable_answers_raise_rewrite_error() -> None:
         rewrite_response(ApiKey.METADATA, 12, frame[:20], Recorder())
     with pytest.raises(RewriteError, match="no schema"):
         rewrite_response(ApiKey.METADATA, 99, frame, Recorder())
+
+
+HOSTILE = textwrap.dedent("""
+    from moldau.proxy.rewrite import RewriteError, rewrite_response
+    head = b"\\x00\\x00\\x00\\x07" + b"\\x00" + b"\\x00\\x00\\x00\\x00"  # cid, tags, throttle
+    huge = b"\\xff\\xff\\xff\\xff\\x0f"  # a compact array claiming 2**32 - 2 entries
+    cases = [(3, 12, head + huge), (3, 12, head + b"\\x00"), (10, 4, head + huge),
+             (60, 0, head + b"\\x00\\x00" + b"\\x01" + b"\\x00\\x00\\x00\\x01" + huge),
+             (1, 16, head + b"\\x00\\x00" + b"\\x00\\x00\\x00\\x00" + huge),
+             (1, 16, head + b"\\x00\\x00" + b"\\x00\\x00\\x00\\x00" + b"\\x01" + huge),
+             (0, 10, b"\\x00\\x00\\x00\\x07\\x00" + huge)]
+    for api_key, version, frame in cases:
+        try:
+            rewrite_response(api_key, version, frame, lambda *a: ("p", 1))
+        except RewriteError as exc:
+            print("refused:", exc)
+        else:
+            print("kept")
+""")
+
+
+def test_hostile_answers_are_refused_not_fatal() -> None:
+    # kio's native reader allocates what a count claims; a broken or hostile broker must not
+    # abort the proxy (run apart: an abort would take the test process with it).
+    proc = subprocess.run([sys.executable, "-c", HOSTILE], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 7 and all(line.startswith("refused:") for line in lines), proc.stdout
