@@ -3,9 +3,10 @@
 ``python -m tests.net.clientprog confluent --bootstrap B --topic T`` uses confluent-kafka
 (librdkafka) with a consumer group, so FindCoordinator's answer is used too;
 ``python -m tests.net.clientprog moldau --bootstrap B --topic T [--address-map M]`` uses the
-moldau client (assigned partition 0). Each prints one JSON object — records produced,
-values read back, client errors and librdkafka log lines (``Failed to resolve ...``) — and
-exits 0 only when every record came back.
+moldau client (assigned partition 0); ``moldau-read`` only reads ``--count`` records back.
+Each prints one JSON object — records produced, values read back, client errors and
+librdkafka log lines (``Failed to resolve ...``) — and exits 0 only when every record came
+back.
 """
 
 from __future__ import annotations
@@ -112,16 +113,41 @@ def run_moldau(args: argparse.Namespace) -> dict[str, Any]:
             "ok": consumed == values}
 
 
+def run_moldau_read(args: argparse.Namespace) -> dict[str, Any]:
+    """Read ``--count`` values of partition 0 from the beginning with the moldau client."""
+    from moldau.client import ClientError, SyncConsumer
+
+    config = {"bootstrap.servers": args.bootstrap, "auto.offset.reset": "earliest",
+              "request.timeout.ms": int(args.timeout * 1000),
+              "default.api.timeout.ms": int(args.timeout * 2000)}
+    if args.address_map:
+        config["broker.address.map"] = args.address_map
+    consumed: list[str] = []
+    errors: list[str] = []
+    try:
+        consumer = SyncConsumer(config)
+        consumer.assign([(args.topic, 0)])
+        deadline = time.monotonic() + args.timeout * 3
+        while len(consumed) < args.count and time.monotonic() < deadline:
+            consumed += [r.value.decode() for r in consumer.poll(0.5) if r.value is not None]
+        consumer.close()
+    except (ClientError, TimeoutError, OSError) as exc:
+        errors.append(f"{type(exc).__name__}: {exc}")
+    return {"produced": 0, "consumed": consumed, "errors": errors, "logs": [],
+            "ok": len(consumed) == args.count}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="clientprog")
-    parser.add_argument("client", choices=["confluent", "moldau"])
+    parser.add_argument("client", choices=["confluent", "moldau", "moldau-read"])
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--count", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=8.0)
     parser.add_argument("--address-map", default="")
     args = parser.parse_args(argv)
-    result = run_confluent(args) if args.client == "confluent" else run_moldau(args)
+    runners = {"confluent": run_confluent, "moldau": run_moldau, "moldau-read": run_moldau_read}
+    result = runners[args.client](args)
     print(json.dumps(result))
     return 0 if result["ok"] else 1
 
