@@ -22,5 +22,14 @@ __all__ = ["NAME", "MoldauDataSource", "OptionError", "register"]
 
 
 def register(spark: Any) -> None:
-    """Make ``format("moldau")`` available in ``spark`` (a SparkSession)."""
+    """Make ``format("moldau")`` available in ``spark`` (a SparkSession).
+
+    Also makes ``spark`` the JVM's active session for the calling thread: Spark looks up
+    Python data sources of a ``writeStream`` in the active session, and a Python thread
+    other than the one that built the session has none (DATA_SOURCE_NOT_FOUND). Call it in
+    the thread that starts a streaming query.
+    """
     spark.dataSource.register(MoldauDataSource)
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is not None:  # classic sessions; Spark Connect has no JVM on this side
+        jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)

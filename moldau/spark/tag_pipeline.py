@@ -102,10 +102,12 @@ def parse_trigger(text: str) -> dict[str, Any]:
         return {"availableNow": True}
     if text.startswith("processing-time="):
         interval = text.split("=", 1)[1].strip()
-        if not re.fullmatch(r"\d+\s*(ms|s|seconds?|m|minutes?)", interval):
-            raise ValueError(f"--trigger {text!r}: the interval must look like 500ms, 10s or "
-                             "1m")
-        return {"processingTime": interval}
+        match = re.fullmatch(r"(\d+)\s*(ms|s|m|h)", interval)
+        if not match:
+            raise ValueError(f"--trigger {text!r}: the interval must look like 500ms, 10s, 1m "
+                             "or 1h")
+        unit = {"ms": "milliseconds", "s": "seconds", "m": "minutes", "h": "hours"}[match[2]]
+        return {"processingTime": f"{match[1]} {unit}"}
     raise ValueError(f"--trigger must be available-now or processing-time=INTERVAL, not "
                      f"{text!r}")
 
