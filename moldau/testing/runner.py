@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 _STARTED = re.compile(
-    r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<listeners>[^ ]+(?:, [^ ]+)*)"
+    r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<listeners>[^ ,]+(?:, [^ ,]+)*)"
 )
 
 
