@@ -162,3 +162,42 @@ def pipeline_command(source_bootstrap: str, source_topic: str, target_bootstrap:
             "--source-bootstrap", source_bootstrap, "--source-topic", source_topic,
             "--target-bootstrap", target_bootstrap, "--target-topic", target_topic,
             "--checkpoint", str(checkpoint), *more]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.spark.pipeline_helpers produce|read ...`` (run inside lab namespaces).
+
+    produce: create the topic when missing and send events FIRST..FIRST+COUNT-1;
+    read: print the tag records of a topic as one JSON list.
+    """
+    import argparse
+
+    from moldau.client import NewTopic, SyncAdminClient
+
+    parser = argparse.ArgumentParser(prog="pipeline_helpers")
+    parser.add_argument("action", choices=["produce", "read"])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--first", type=int, default=0)
+    parser.add_argument("--count", type=int, default=0)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--expected", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.action == "produce":
+        admin = SyncAdminClient({"bootstrap.servers": args.bootstrap})
+        if args.topic not in admin.list_topics():
+            admin.create_topics([NewTopic(args.topic, args.partitions, 1)])
+        admin.close()
+        produce_events(args.bootstrap, args.topic, args.first, args.count,
+                       partitions=args.partitions)
+        print(json.dumps({"produced": args.count}))
+        return 0
+    tags = read_tags(args.bootstrap, args.topic, args.expected)
+    for tag in tags:
+        tag["_key"] = tag["_key"].decode() if tag["_key"] is not None else None
+    print(json.dumps(tags))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
