@@ -3,8 +3,10 @@
 ``produce`` mirrors kafka-producer-perf-test (``--topic --num-records --record-size
 --throughput --producer-props k=v ... --producer.config``) and prints its summary line;
 ``consume`` mirrors kafka-consumer-perf-test (``--bootstrap-server --topic --messages --group
---fetch-size --timeout --show-detailed-stats``) and prints its CSV columns; ``e2e`` measures
-end-to-end latency at a fixed rate (Kafka's EndToEndLatency, OpenMessaging style).
+--fetch-size --timeout --show-detailed-stats``) and prints its CSV columns (librdkafka's
+``fetch.queue.backoff.ms`` defaults to 10 ms here, not 1 s, so the consumer does not idle);
+``e2e`` measures end-to-end latency at a fixed rate (Kafka's EndToEndLatency, OpenMessaging
+style).
 All three accept ``--processes N`` (worker processes) and ``--json``; a progress bar is drawn
 when stderr is a terminal.
 """

@@ -108,6 +108,11 @@ def _worker(wid: int, opts: ConsumeOptions, group: str, partitions: list[int] | 
         conf.setdefault("group.id", group)
         conf.setdefault("enable.auto.commit", "false" if opts.assign else "true")
         conf.setdefault("auto.offset.reset", "latest" if opts.from_latest else "earliest")
+        # librdkafka pauses fetching for fetch.queue.backoff.ms (default 1 s) whenever its
+        # queue is over queued.min.messages; with small records one fetch response does
+        # that, and the consumer then idles most of the time. Kafka's Java consumer has no
+        # such pause.
+        conf.setdefault("fetch.queue.backoff.ms", "10")
         if opts.fetch_size:
             conf["max.partition.fetch.bytes"] = str(opts.fetch_size)
         consumer = Consumer(conf)
