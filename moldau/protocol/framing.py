@@ -3,7 +3,8 @@
 ``get_buffer()`` hands out space to receive into; ``buffer_updated(n)`` returns the frames
 completed by those bytes. Small frames are copied out of one reused receive buffer; a frame
 larger than that buffer gets its own bytearray, received into directly, so a 1 MiB produce
-request is never copied on the way in.
+request is never copied on the way in. The receive buffer is what an idle connection costs,
+so a server with many connections picks a small one (frames above it are not copied anyway).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class FrameDecoder:
     def __init__(self, max_frame_size: int, buffer_size: int = 256 * 1024) -> None:
         self.max_frame_size = max_frame_size
         self._buf = bytearray(buffer_size)
+        self._view = memoryview(self._buf)  # slicing a view copies nothing
         self._start = 0
         self._end = 0
         self._big: bytearray | None = None
@@ -32,7 +34,7 @@ class FrameDecoder:
             return memoryview(self._big)[self._big_filled :]
         if self._end == len(self._buf):
             self._compact()
-        return memoryview(self._buf)[self._end :]
+        return self._view[self._end :]
 
     def buffer_updated(self, nbytes: int) -> list[bytes | bytearray]:
         """Account for ``nbytes`` written into the last buffer; return completed frames."""
@@ -47,6 +49,7 @@ class FrameDecoder:
             return frames
         self._end += nbytes
         buf = self._buf
+        view = self._view
         start, end = self._start, self._end
         while end - start >= 4:
             (size,) = _SIZE.unpack_from(buf, start)
@@ -58,13 +61,13 @@ class FrameDecoder:
                     f"({self.max_frame_size})"
                 )
             if end - start - 4 >= size:
-                frames.append(bytes(buf[start + 4 : start + 4 + size]))
+                frames.append(bytes(view[start + 4 : start + 4 + size]))
                 start += 4 + size
                 continue
             if size + 4 > len(buf):
                 big = bytearray(size)
                 have = end - start - 4
-                big[:have] = buf[start + 4 : end]
+                big[:have] = view[start + 4 : end]
                 self._big, self._big_filled = big, have
                 start = end = 0
             break
@@ -88,5 +91,5 @@ class FrameDecoder:
     def _compact(self) -> None:
         pending = self._end - self._start
         if self._start:
-            self._buf[:pending] = self._buf[self._start : self._end]
+            self._view[:pending] = self._view[self._start : self._end]
         self._start, self._end = 0, pending

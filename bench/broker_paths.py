@@ -1,0 +1,187 @@
+"""Micro-benchmark of the broker's request paths, in process, without sockets.
+
+A broker runs on this process's event loop; request frames (built once with kio, as
+librdkafka would send them) are fed to a :class:`KafkaConnection` whose transport only counts
+the bytes written. Reports CPU µs per request, so an optimization can be judged without the
+noise of a shared machine:
+
+    .venv/bin/python -m bench.broker_paths [--seconds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from moldau.broker.config import build_config
+from moldau.broker.connection import KafkaConnection
+from moldau.broker.metadata.controller import TopicSpec
+from moldau.broker.server import Broker
+from moldau.protocol.entities import build
+from moldau.protocol.messages import encode_request, request_schema
+from moldau.protocol.records.codec import build_batch
+from moldau.testing.runner import default_settings
+
+
+class NullTransport(asyncio.Transport):
+    """Counts what the broker writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written = 0
+        self.writes = 0
+
+    def write(self, data: Any) -> None:
+        self.written += len(data)
+        self.writes += 1
+
+    def writelines(self, chunks: Any) -> None:
+        for c in chunks:
+            self.written += len(c)
+        self.writes += 1
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def _frame(api_key: int, version: int, body: dict[str, Any]) -> bytes:
+    entity = build(request_schema(api_key, version), body)
+    return encode_request(api_key, version, 1, "rdkafka", entity)
+
+
+def produce_frame(topic: str, partitions: int, records: int, size: int, acks: int = 1) -> bytes:
+    value = bytes(size)
+    now = int(time.time() * 1000)
+    batch = build_batch([(None, value, [], now)] * records)
+    return _frame(0, 10, {"transactional_id": None, "acks": acks, "timeout": 30_000,
+                          "topic_data": [{"name": topic, "partition_data": [
+                              {"index": p, "records": batch} for p in range(partitions)]}]})
+
+
+def fetch_frame(topic_id: uuid.UUID, partitions: int, offset: int) -> bytes:
+    return _frame(1, 16, {"replica_id": -1, "max_wait": 0, "min_bytes": 1,
+                          "max_bytes": 52428800, "isolation_level": 0, "session_id": 0,
+                          "session_epoch": -1, "topics": [{"topic_id": topic_id, "partitions": [
+                              {"partition": p, "current_leader_epoch": -1,
+                               "fetch_offset": offset, "last_fetched_epoch": -1,
+                               "log_start_offset": -1, "partition_max_bytes": 1048576}
+                              for p in range(partitions)]}],
+                          "forgotten_topics_data": [], "rack_id": ""})
+
+
+def metadata_frame(topics: list[str]) -> bytes:
+    return _frame(3, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": t}
+                                     for t in topics],
+                          "allow_auto_topic_creation": False,
+                          "include_topic_authorized_operations": False})
+
+
+def _feed(conn: KafkaConnection, frame: bytes) -> None:
+    view = memoryview(frame)
+    while view:
+        buf = conn.get_buffer(len(view))
+        n = min(len(buf), len(view))
+        buf[:n] = view[:n]
+        conn.buffer_updated(n)
+        view = view[n:]
+
+
+def _time(fn: Callable[[], None], seconds: float, rounds: int = 7) -> dict[str, float]:
+    """CPU µs per call: the best of ``rounds`` rounds (the minimum is the figure least
+    disturbed by other processes on a shared machine), and the median."""
+    per_round: list[float] = []
+    total = 0
+    for _ in range(rounds):
+        n = 0
+        t0 = time.process_time()
+        w0 = time.perf_counter()
+        while time.perf_counter() - w0 < seconds / rounds:
+            for _ in range(20):
+                fn()
+            n += 20
+        per_round.append((time.process_time() - t0) / n * 1e6)
+        total += n
+    per_round.sort()
+    return {"requests": total, "cpu_us_per_request": round(per_round[0], 2),
+            "median_us": round(per_round[len(per_round) // 2], 2)}
+
+
+async def run(seconds: float, only: list[str]) -> dict[str, Any]:
+    tmp = tempfile.TemporaryDirectory(prefix="moldau-paths-")
+    settings = {k: str(v) for k, v in default_settings(Path(tmp.name) / "data").items()}
+    broker = Broker(build_config(settings))
+    await broker.start()
+    try:
+        broker.controller.create_topics([TopicSpec("p1", 1), TopicSpec("p6", 6),
+                                         TopicSpec("p1000", 1000), TopicSpec("f1", 1),
+                                         TopicSpec("f6", 6)])
+        transport = NullTransport()
+        conn = KafkaConnection(broker, "PLAINTEXT")
+        conn.connection_made(transport)
+        out: dict[str, Any] = {}
+        cases = {
+            "produce 1 x 1 KiB record, 1 partition, acks=1": produce_frame("p1", 1, 1, 1024),
+            "produce 6 partitions x 100 x 100 B, acks=1": produce_frame("p6", 6, 100, 100),
+            "produce 1000 partitions x 2 x 100 B, acks=1": produce_frame("p1000", 1000, 2, 100),
+            "produce 1 x 1 MiB batch (1024 x 1 KiB)": produce_frame("p1", 1, 1024, 1024),
+        }
+        # Fetch targets: one batch of 100 x 100 B per partition of f6, one 1 KiB record in f1.
+        _feed(conn, produce_frame("f6", 6, 100, 100))
+        _feed(conn, produce_frame("f1", 1, 1, 1024))
+        image = broker.image.topics_by_name
+        cases["fetch 6 partitions x 1 batch of 100 x 100 B"] = fetch_frame(
+            image["f6"].topic_id, 6, 0)
+        cases["fetch 1 partition, 1 record of 1 KiB"] = fetch_frame(image["f1"].topic_id, 1, 0)
+        cases["metadata 1 topic x 6 partitions"] = metadata_frame(["p6"])
+        for name, frame in cases.items():
+            if only and not any(o in name for o in only):
+                continue
+            out[name] = _time(lambda f=frame: _feed(conn, f), seconds)
+        conn.connection_lost(None)
+        return out
+    finally:
+        await broker.stop()
+        tmp.cleanup()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=2.0, help="per case")
+    parser.add_argument("--case", action="append", default=[],
+                        help="run only cases whose name contains this (repeatable)")
+    args = parser.parse_args()
+    result = asyncio.run(run(args.seconds, args.case))
+    width = max(map(len, result))
+    for name, r in result.items():
+        print(f"{name:<{width}}  {r['cpu_us_per_request']:>9.1f} µs/request (best), "
+              f"{r['median_us']:>9.1f} (median)")
+    out = Path(__file__).resolve().parent / "results"
+    out.mkdir(exist_ok=True)
+    path = out / f"broker_paths-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
