@@ -90,27 +90,47 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append = header.is_log_append_time
+    # Offset deltas of a batch are increasing; when the last one is count - 1 they are
+    # exactly 0..count-1 (every batch but a compacted one), so they need no decoding: the
+    # delta i is the varint of 2 * i, one byte below 64, two below 8192, three below 2**20.
+    sequential = header.last_offset_delta == count - 1
     offsets: list[int] = []
     timestamps: list[int] = []
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
-    all_headers: list[list[Header]] = []
-    any_headers = False
+    headers_at: dict[int, list[Header]] | None = None
     o_append = offsets.append
     t_append = timestamps.append
     k_append = keys.append
     v_append = values.append
-    h_append = all_headers.append
     slow = _uvarint_slow
-    no_headers: list[Header] = []
     pos = 0
     # Varints are decoded inline (1-3 bytes; longer ones call _uvarint_slow): a function
-    # call per field would double the cost of this loop, the consumer's hottest.
+    # call per field would double the cost of this loop, the consumer's hottest. A key or
+    # value length that fits one byte (zigzag: even = length, odd = null) is read directly.
     try:
-        for _ in range(count):
+        for i in range(count):
             b = data[pos]
             if b < 0x80:
-                length = (b >> 1) ^ -(b & 1)
+                end = pos + 1 + ((b >> 1) ^ -(b & 1))
+                pos += 2  # the length and the attributes byte
+            else:
+                b2 = data[pos + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    pos += 2
+                else:
+                    b3 = data[pos + 2]
+                    if b3 < 0x80:
+                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
+                        pos += 3
+                    else:
+                        u, pos = slow(data, pos)
+                end = pos + ((u >> 1) ^ -(u & 1))
+                pos += 1  # attributes
+            b = data[pos]
+            if b < 0x80:
+                t_append(base_ts + ((b >> 1) ^ -(b & 1)))
                 pos += 1
             else:
                 b2 = data[pos + 1]
@@ -124,90 +144,58 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
                         pos += 3
                     else:
                         u, pos = slow(data, pos)
-                length = (u >> 1) ^ -(u & 1)
-            end = pos + length
-            pos += 1  # attributes
+                t_append(base_ts + ((u >> 1) ^ -(u & 1)))
+            if sequential:
+                # A delta encoded differently leaves pos off; the length check below fails.
+                pos += 1 if i < 64 else 2 if i < 8192 else 3 if i < 1048576 else (
+                    slow(data, pos)[1] - pos)
+            else:
+                b = data[pos]
+                if b < 0x80:
+                    o_append(base_offset + ((b >> 1) ^ -(b & 1)))
+                    pos += 1
+                else:
+                    u, pos = slow(data, pos)
+                    o_append(base_offset + ((u >> 1) ^ -(u & 1)))
             b = data[pos]
             if b < 0x80:
-                ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    pos += 2
+                if b & 1:
+                    k_append(None)
                 else:
-                    b3 = data[pos + 2]
-                    if b3 < 0x80:
-                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
-                        pos += 3
-                    else:
-                        u, pos = slow(data, pos)
-                ts_delta = (u >> 1) ^ -(u & 1)
-            b = data[pos]
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
+                    k_append(data[pos : pos + (b >> 1)])
+                    pos += b >> 1
             else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    pos += 2
-                else:
-                    b3 = data[pos + 2]
-                    if b3 < 0x80:
-                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
-                        pos += 3
-                    else:
-                        u, pos = slow(data, pos)
-                off_delta = (u >> 1) ^ -(u & 1)
-            b = data[pos]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                pos += 1
-            else:
-                b2 = data[pos + 1]
-                if b2 < 0x80:
-                    u = (b & 0x7F) | (b2 << 7)
-                    pos += 2
-                else:
-                    b3 = data[pos + 2]
-                    if b3 < 0x80:
-                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
-                        pos += 3
-                    else:
-                        u, pos = slow(data, pos)
+                u, pos = slow(data, pos)
                 klen = (u >> 1) ^ -(u & 1)
-            if klen >= 0:
-                k_append(data[pos : pos + klen])
-                pos += klen
-            else:
-                k_append(None)
+                if klen >= 0:
+                    k_append(data[pos : pos + klen])
+                    pos += klen
+                else:
+                    k_append(None)
             b = data[pos]
             if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
                 pos += 1
+                if b & 1:
+                    v_append(None)
+                else:
+                    v_append(data[pos : pos + (b >> 1)])
+                    pos += b >> 1
             else:
                 b2 = data[pos + 1]
                 if b2 < 0x80:
                     u = (b & 0x7F) | (b2 << 7)
                     pos += 2
                 else:
-                    b3 = data[pos + 2]
-                    if b3 < 0x80:
-                        u = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14)
-                        pos += 3
-                    else:
-                        u, pos = slow(data, pos)
+                    u, pos = slow(data, pos)
                 vlen = (u >> 1) ^ -(u & 1)
-            if vlen >= 0:
-                v_append(data[pos : pos + vlen])
-                pos += vlen
-            else:
-                v_append(None)
+                if vlen >= 0:
+                    v_append(data[pos : pos + vlen])
+                    pos += vlen
+                else:
+                    v_append(None)
             if data[pos] == 0:
                 pos += 1
-                h_append(no_headers)
             else:
                 hcount, pos = _varint_slow(data, pos)
                 hdrs: list[Header] = []
@@ -221,24 +209,30 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
                         pos += hvlen
                     else:
                         hdrs.append((hkey, None))
-                h_append(hdrs)
-                any_headers = True
+                if headers_at is None:
+                    headers_at = {}
+                headers_at[i] = hdrs
             if pos != end:
+                at = base_offset + i if sequential else offsets[-1]
                 raise RecordDecodeError(
-                    f"record at offset {base_offset + off_delta} has length {length} but its "
-                    f"fields take {length + pos - end} bytes"
+                    f"record at offset {at} ends at byte {end} of the batch but its fields "
+                    f"take it to byte {pos}"
                 )
-            o_append(base_offset + off_delta)
-            t_append(base_ts + ts_delta)
     except IndexError:
         raise RecordDecodeError(
             f"records of batch at offset {base_offset} run past the end of the batch"
         ) from None
+    if sequential:
+        offsets = list(range(base_offset, base_offset + count))
     if log_append:
-        timestamps = [header.max_timestamp] * len(offsets)
+        timestamps = [header.max_timestamp] * count
+    all_headers = None
+    if headers_at is not None:
+        none: list[Header] = []
+        all_headers = [headers_at.get(i, none) for i in range(count)]
     return BatchColumns(
         base_offset, base_offset + header.last_offset_delta, 1 if log_append else 0,
-        offsets, timestamps, keys, values, all_headers if any_headers else None,
+        offsets, timestamps, keys, values, all_headers,
         header.producer_id, header.is_transactional,
     )
 
