@@ -136,7 +136,7 @@ async def run(seconds: float, only: list[str]) -> dict[str, Any]:
     try:
         broker.controller.create_topics([TopicSpec("p1", 1), TopicSpec("p6", 6),
                                          TopicSpec("p1000", 1000), TopicSpec("f1", 1),
-                                         TopicSpec("f6", 6)])
+                                         TopicSpec("f6", 6), TopicSpec("big6", 6)])
         transport = NullTransport()
         conn = KafkaConnection(broker, "PLAINTEXT")
         conn.connection_made(transport)
@@ -150,10 +150,14 @@ async def run(seconds: float, only: list[str]) -> dict[str, Any]:
         # Fetch targets: one batch of 100 x 100 B per partition of f6, one 1 KiB record in f1.
         _feed(conn, produce_frame("f6", 6, 100, 100))
         _feed(conn, produce_frame("f1", 1, 1, 1024))
+        for _ in range(12):  # ~1.2 MiB per partition: a catch-up read of max.partition.fetch.bytes
+            _feed(conn, produce_frame("big6", 6, 1000, 100))
         image = broker.image.topics_by_name
         cases["fetch 6 partitions x 1 batch of 100 x 100 B"] = fetch_frame(
             image["f6"].topic_id, 6, 0)
         cases["fetch 1 partition, 1 record of 1 KiB"] = fetch_frame(image["f1"].topic_id, 1, 0)
+        cases["fetch 6 partitions x 1 MiB (catch-up read)"] = fetch_frame(
+            image["big6"].topic_id, 6, 0)
         cases["metadata 1 topic x 6 partitions"] = metadata_frame(["p6"])
         for name, frame in cases.items():
             if only and not any(o in name for o in only):

@@ -8,6 +8,7 @@ for example :meth:`FileSystem.pwrite` to write half a batch and then raise ``OSE
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 
@@ -39,6 +40,10 @@ class FileSystem:
 
     def fsync(self, fd: int) -> None:
         os.fsync(fd)
+
+    def map(self, fd: int, length: int) -> mmap.mmap:
+        """A read-only shared mapping of the first ``length`` bytes of ``fd``."""
+        return mmap.mmap(fd, length, access=mmap.ACCESS_READ)
 
     def ftruncate(self, fd: int, size: int) -> None:
         os.ftruncate(fd, size)

@@ -4,11 +4,20 @@ The ``.log`` file holds record batches exactly as they travel on the wire. Posit
 are found through the sparse offset index plus a short walk of batch headers (bounded by
 ``index.interval.bytes``), so reading at the tail never scans the file.
 
+Large reads (a consumer catching up) are served zero-copy: a read-only ``mmap`` of the file,
+sliced into memoryviews the broker writes straight to the socket; small reads use ``pread``.
+A memoryview keeps its mapping alive after the segment lets go of it (deleted files stay
+readable through it), and a segment never shrinks a file that may still be mapped: it
+copies the kept prefix into a new file instead (:meth:`Segment._shrink`), because touching
+a mapped page past the end of a file is SIGBUS.
+
 Not thread-safe by itself: the owning :class:`moldau.storage.log.Log` serialises access.
 """
 
 from __future__ import annotations
 
+import mmap
+import os
 import struct
 from bisect import bisect_left
 from collections.abc import Callable
@@ -31,6 +40,8 @@ from .names import (
 from .scan import MIN_BATCH_LENGTH, BatchScanner
 
 _WALK_CHUNK = 16 << 10
+# Reads at least this large come from a memory map instead of pread (no copy).
+MMAP_READ_MIN = 64 << 10
 _WALK = struct.Struct(">qi")
 _DELTA = struct.Struct(">i")
 
@@ -44,9 +55,10 @@ class Segment:
     """A ``.log`` file with its indexes and the in-memory facts the log needs about it."""
 
     __slots__ = (
-        "_fs", "base_offset", "bytes_since_index", "created_ms", "dir", "fd", "index",
-        "index_interval", "log_path", "max_timestamp", "next_offset", "offset_of_max_timestamp",
-        "roll_jitter_ms", "rolling_ts", "size", "suffix", "tail_last", "tail_pos", "time_index",
+        "_fs", "_map", "_map_len", "base_offset", "bytes_since_index", "created_ms", "dir", "fd",
+        "index", "index_interval", "log_path", "max_timestamp", "next_offset",
+        "offset_of_max_timestamp", "roll_jitter_ms", "rolling_ts", "size", "suffix", "tail_last",
+        "tail_pos", "time_index",
     )
 
     def __init__(self, directory: str, base_offset: int, fs: FileSystem, config: LogConfig,
@@ -76,6 +88,8 @@ class Segment:
         # Empty means "unknown": lookups then walk from the index as usual.
         self.tail_last: list[int] = []
         self.tail_pos: list[int] = []
+        self._map: mmap.mmap | None = None
+        self._map_len = 0
 
     def __repr__(self) -> str:
         return (f"Segment(base={self.base_offset}, size={self.size}, next={self.next_offset}, "
@@ -108,6 +122,7 @@ class Segment:
     def close(self) -> None:
         if self.active:
             self.on_become_inactive()
+        self._unmap()
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
             self._fs.close(fd)
@@ -187,7 +202,8 @@ class Segment:
 
     def rollback(self, size: int, next_offset: int, index_entries: tuple[int, int],
                  max_ts: tuple[int, int]) -> None:
-        """Undo a failed append (file, indexes, counters); raises ``OSError`` if it cannot."""
+        """Undo a failed append (file, indexes, counters); raises ``OSError`` if it cannot.
+        (A mapping never reaches past ``size``, the length before the append: no SIGBUS.)"""
         self.forget_tail()
         self._fs.ftruncate(self.fd, size)
         self.index.truncate_entries(index_entries[0])
@@ -276,11 +292,61 @@ class Segment:
         rel = pos - buf_start
         if rel + n <= len(buf):
             data: bytes | memoryview = memoryview(buf)[rel:rel + n]
+        elif n >= MMAP_READ_MIN:
+            data = self._mapped(pos, n)
         else:
             data = self._fs.pread(self.fd, n, pos)
         if pos + n < limit:
             data = self._trim_to_batches(data, pos)
         return data, header
+
+    # -- memory map ----------------------------------------------------------------------
+    def _mapped(self, pos: int, n: int) -> memoryview:
+        """``n`` bytes at ``pos`` as a view of a mapping of the file (no copy)."""
+        end = pos + n
+        if self._map is None or self._map_len < end:
+            self._unmap()
+            # Map what the file holds now; a growing segment is remapped when a read passes
+            # the end of the old mapping.
+            self._map = self._fs.map(self.fd, self.size)
+            self._map_len = self.size
+        return memoryview(self._map)[pos:end]
+
+    def _unmap(self) -> bool:
+        """Drop the mapping; True unless views of it are still alive (they keep it)."""
+        m, self._map, self._map_len = self._map, None, 0
+        if m is None:
+            return True
+        try:
+            m.close()
+        except BufferError:  # exported views still use it; it is unmapped when they go
+            return False
+        return True
+
+    def _shrink(self, size: int) -> None:
+        """Cut the file to ``size`` bytes. If a mapping of it may still be read (a response
+        being sent), the kept bytes go to a new file that replaces it, and the old file, still
+        mapped, keeps its length."""
+        if self._unmap():
+            self._fs.ftruncate(self.fd, size)
+            return
+        tmp = self.log_path + ".shrink"
+        new_fd = self._fs.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC
+                               | getattr(os, "O_CLOEXEC", 0))
+        try:
+            pos = 0
+            while pos < size:
+                chunk = self._fs.pread(self.fd, min(1 << 20, size - pos), pos)
+                if not chunk:
+                    raise OSError(f"{self.log_path} ended at byte {pos} of {size}")
+                self._fs.write_all(new_fd, chunk, pos)
+                pos += len(chunk)
+            self._fs.rename(tmp, self.log_path)
+        except BaseException:
+            self._fs.close(new_fd)
+            raise
+        old, self.fd = self.fd, new_fd
+        self._fs.close(old)
 
     def _trim_to_batches(self, data: bytes | memoryview, pos: int) -> memoryview:
         """Cut ``data`` (read from ``pos``) after its last complete batch, walking headers
@@ -315,7 +381,7 @@ class Segment:
             return 0
         pos, header = found[0], found[1]
         removed = self.size - pos
-        self._fs.ftruncate(self.fd, pos)
+        self._shrink(pos)
         self.size = pos
         self.next_offset = header.base_offset if pos > 0 else self.base_offset
         if pos == 0:
@@ -394,7 +460,7 @@ class Segment:
                 on_batch(pos, h, scanner)
         truncated = self.size - scanner.valid_end
         if truncated:
-            self._fs.ftruncate(self.fd, scanner.valid_end)
+            self._shrink(scanner.valid_end)
             self.size = scanner.valid_end
         self.time_index.maybe_append(max_ts, off_max)
         self._fs.write_file_atomic(self.index.path, self.index.write_all_entries(), sync=False)
