@@ -25,7 +25,7 @@ from moldau.client.types import TopicPartition
 
 T = TypeVar("T")
 
-MAX_CONSUMERS = 16
+MAX_CONSUMERS = 8
 MAX_ADMINS = 4
 MAX_PRODUCERS = 4
 

@@ -129,6 +129,7 @@ class SinkOptions:
 
     topic: str | None
     client_config: Mapping[str, str] = field(default_factory=dict)
+    checkpoint: str | None = None  # a stream's checkpointLocation option, if given
 
     def producer_config(self) -> dict[str, str]:
         return {**SINK_CLIENT_DEFAULTS, **self.client_config}
@@ -385,4 +386,5 @@ def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
         topic=topic or None,
         client_config=client_settings(options, _SINK_REFUSED, "producer",
                                       SINK_CLIENT_DEFAULTS),
+        checkpoint=_get(options, "checkpointLocation"),
     )

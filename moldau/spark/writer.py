@@ -9,7 +9,9 @@ Each task sends its rows with the process's cached moldau producer — idempoten
 so a retried Produce request never duplicates a record — and flushes before it reports
 success. Delivery is **at-least-once**: Spark re-runs a failed task, and re-runs a whole
 micro-batch after a crash before the batch was committed to the checkpoint, and records
-sent by the first attempt stay in the topic. Exactly-once needs transactions (a later issue).
+sent by the first attempt stay in the topic. One such re-run is recognised and skipped: a
+batch the sink had committed when the crash came (:mod:`.sink_commits`). Exactly-once needs
+transactions (a later issue).
 """
 
 from __future__ import annotations
@@ -40,15 +42,23 @@ from moldau.client.config import KINDS
 from .clients import admin_for, call, drop_producer, producer_for
 from .options import OptionError, SinkOptions
 from .schema import HEADERS_TYPE
+from .sink_commits import already_committed, marker_path, task_batch, write_marker
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class MoldauCommitMessage(WriterCommitMessage):  # type: ignore[misc]
-    """What one write task did: how many records it sent (all acknowledged)."""
+    """What one write task did: how many records it sent (all acknowledged).
+
+    Stream tasks add their query and batch id; ``skipped`` marks a task of a re-run batch
+    that the sink had committed already (see :mod:`.sink_commits`).
+    """
 
     records: int
+    query: str | None = None
+    batch: int | None = None
+    skipped: bool = False
 
 
 def check_sink_schema(schema: StructType, options: SinkOptions) -> None:
@@ -175,17 +185,32 @@ class MoldauBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
 
 
 class MoldauStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
-    """Streaming sink: at-least-once (a re-run micro-batch is written again)."""
+    """Streaming sink: at-least-once; a batch re-run after its commit is not written again."""
 
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MoldauCommitMessage:
-        return write_batches(iterator, self.options)
+        query, batch = task_batch()
+        if already_committed(marker_path(self.options.checkpoint), query, batch):
+            for _ in iterator:  # Spark streams the rows to us either way
+                pass
+            log.info("micro-batch %s of query %s was committed before; not writing it again",
+                     batch, query)
+            return MoldauCommitMessage(0, query, batch, skipped=True)
+        message = write_batches(iterator, self.options)
+        message.query, message.batch = query, batch
+        return message
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        total = sum(m.records for m in messages if isinstance(m, MoldauCommitMessage))
-        log.info("micro-batch %d: wrote %d records", batchId, total)
+        done = [m for m in messages if isinstance(m, MoldauCommitMessage)]
+        queries = {m.query for m in done if m.query is not None}
+        if len(queries) == 1:
+            write_marker(marker_path(self.options.checkpoint), queries.pop(), batchId)
+        total = sum(m.records for m in done)
+        skipped = sum(1 for m in done if m.skipped)
+        log.info("micro-batch %d: wrote %d records%s", batchId, total,
+                 f" ({skipped} tasks skipped a re-run)" if skipped else "")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         log.warning("micro-batch %d aborted; records of its successful tasks stay written and "

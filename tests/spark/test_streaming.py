@@ -172,3 +172,46 @@ def test_data_loss_is_reported_when_planning(broker: BrokerProcess, new_topic: A
                 .partitions(ahead, {topic: {"0": 5}})) == []
     with pytest.raises(DataLossError, match=r"are gone"):
         reader(broker, topic).partitions({**ahead, "gone": {"0": 1}}, {topic: {"0": 9}})
+
+
+def test_a_batch_rerun_after_the_sink_committed_is_not_written_again(
+        spark: Any, broker: BrokerProcess, new_topic: Any, tmp_path: Path) -> None:
+    """Crash between the sink's commit and Spark's commit log: the re-run writes nothing."""
+    source, target = new_topic(2), new_topic(1)
+    fill(broker.bootstrap, source, 0, 30)
+    checkpoint = tmp_path / "checkpoint"
+
+    def run() -> Any:
+        query = (spark.readStream.format("moldau")
+                 .option("kafka.bootstrap.servers", broker.bootstrap)
+                 .option("subscribe", source).option("startingOffsets", "earliest").load()
+                 .selectExpr("key", "value").writeStream.format("moldau")
+                 .option("kafka.bootstrap.servers", broker.bootstrap).option("topic", target)
+                 .option("checkpointLocation", str(checkpoint))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination(180)
+        assert query.exception() is None
+        return query
+
+    def written() -> int:
+        return (spark.read.format("moldau").option("kafka.bootstrap.servers", broker.bootstrap)
+                .option("subscribe", target).load().count())
+
+    def forget_last_commit() -> None:
+        commits = checkpoint / "commits"
+        last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
+        for name in (str(last), f".{last}.crc"):
+            (commits / name).unlink(missing_ok=True)
+
+    run()
+    assert written() == 30
+    assert (checkpoint / "moldau-sink").exists()
+    forget_last_commit()
+    rerun = run()
+    assert sum(batch_sizes(rerun)) == 30, "Spark did not re-run the batch"
+    assert written() == 30
+    # Without the marker the same re-run writes every record again: the marker did it.
+    forget_last_commit()
+    (checkpoint / "moldau-sink").unlink()
+    run()
+    assert written() == 60
