@@ -227,19 +227,26 @@ def run(spark: Any, p: TagPipeline, *,
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             restore.append((sig, signal.signal(sig, lambda *_: stop.set())))
+    # recentProgress keeps the last 100 micro-batches only; collect them as they come.
+    batches: dict[int, int] = {}
+
+    def collect() -> None:
+        for b in query.recentProgress:
+            batches[int(b["batchId"])] = int(b.get("numInputRows", 0))
+
     try:
         while query.isActive and not stop.is_set():
             query.awaitTermination(0.5)
+            collect()
         if query.isActive:
             _stop_between_batches(query)
+        collect()
         if query.exception() is not None:
             raise RuntimeError(f"the pipeline failed: {query.exception()}")
     finally:
         for sig, handler in restore:
             signal.signal(sig, handler)
-    progress = query.recentProgress
-    return {"batches": len(progress),
-            "records": sum(int(b.get("numInputRows", 0)) for b in progress)}
+    return {"batches": len(batches), "records": sum(batches.values())}
 
 
 def _stop_between_batches(query: Any, wait_s: float = 60.0) -> None:

@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+pytest.importorskip("pyspark", reason="the Spark suite needs the spark extra: "
+                    "pip install -e '.[test,spark]' (make test installs it)")
+
 from moldau.client import NewTopic, SyncAdminClient
 from moldau.testing.runner import BrokerProcess
 

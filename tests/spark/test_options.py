@@ -200,3 +200,23 @@ def test_pyspark_finds_the_source_by_itself() -> None:
                          text=True, cwd="/", check=True).stdout
     assert "'moldau': 'moldau.spark.source'" in out, out
     assert (_ROOT / "pyspark_moldau.py").exists()
+
+
+def test_pipeline_command_checks_its_flags_before_starting_spark(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    base = [sys.executable, "-m", "moldau.cli.main", "pipeline", "tag",
+            "--source-bootstrap", "127.0.0.1:9", "--source-topic", "events",
+            "--target-bootstrap", "127.0.0.1:9", "--target-topic", "tags",
+            "--checkpoint", str(tmp_path / "ck")]
+    cases = [
+        ([], "give exactly one of --reference"),
+        (["--reference", str(tmp_path / "missing.csv")], "does not exist"),
+        (["--reference-topic", "ref", "--trigger", "sometimes"], "--trigger must be"),
+        (["--reference-topic", "ref", "--trigger", "processing-time=soon"], "500ms"),
+        (["--reference-topic", "ref", "--key-field", "a.b"], "plain field name"),
+    ]
+    for extra, message in cases:
+        done = subprocess.run([*base, *extra], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and message in done.stderr, (extra, done.stderr)
+    helptext = subprocess.run([*base[:5], "--help"], capture_output=True, text=True,
+                              timeout=60).stdout
+    assert "--address-map" in helptext and "--reference-topic" in helptext

@@ -51,8 +51,7 @@ def test_tag_pipeline_across_nat_and_after_a_restart() -> None:
                "--count", "40")
         csv = write_reference_csv(lab.tmp / "branch.csv")
         command = pipeline_command(VIA_NAT, "events", TARGET, "tags", lab.tmp / "checkpoint",
-                                   "--address-map", ADDRESS_MAP, "--reference", str(csv),
-                                   "--master", "local[2]")
+                                   "--address-map", ADDRESS_MAP, "--reference", str(csv))
         first = net.branch.run(command, timeout=200)
         assert first.returncode == 0, first.stderr[-5000:]
         assert json.loads(first.stdout.strip().splitlines()[-1])["records"] == 40
