@@ -60,7 +60,8 @@ def read_range(r: OffsetRange, options: SourceOptions) -> Iterator[pa.RecordBatc
     try:
         yield from _read(cached, r, options)
         finished = True
-    except (OffsetOutOfRangeError, DataLossError, TimeoutError, OSError):
+    except Exception:
+        # Whatever went wrong, the next task starts with a fresh consumer.
         drop_consumer(config, r.tp)
         raise
     finally:

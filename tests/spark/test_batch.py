@@ -146,6 +146,14 @@ def test_data_loss_after_delete_records(spark: Any, broker: BrokerProcess, new_t
         read(spark, broker, topic, startingOffsets=start)
     rows = read(spark, broker, topic, startingOffsets=start, failOnDataLoss="false")
     assert [r.offset for r in rows] == list(range(4, 10))
+    # An end beyond the end of the log: the missing tail is data loss too.
+    beyond = json.dumps({topic: {"0": 25}})
+    with pytest.raises(Exception, match=r"ends at offset 10, but offsets up to 25"):
+        read(spark, broker, topic, startingOffsets=json.dumps({topic: {"0": 5}}),
+             endingOffsets=beyond)
+    rows = read(spark, broker, topic, startingOffsets=json.dumps({topic: {"0": 5}}),
+                endingOffsets=beyond, failOnDataLoss="false")
+    assert [r.offset for r in rows] == list(range(5, 10))
 
 
 WRITE_SCHEMA = StructType([
