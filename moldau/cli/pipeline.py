@@ -24,6 +24,7 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 from typing import Any
 
 
@@ -58,7 +59,19 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     pipelines = parser.add_subparsers(dest="pipeline", metavar="PIPELINE", required=True)
     tag = pipelines.add_parser(
         "tag", help="join a (remote) topic with branch reference data into tag records",
-        description=__doc__.split("\n\n")[1] if __doc__ else None,
+        description=textwrap.fill(
+            "Read a head-office topic (through NAT with --address-map), join every record "
+            "with the branch's reference data (a CSV/Parquet file or a compacted topic) and "
+            "write one JSON tag record per source record to a topic of the branch's "
+            "cluster. Record formats: docs/spark.md.", 78),
+        epilog="example:\n"
+               "  moldau pipeline tag --source-bootstrap 203.0.113.11:9092 \\\n"
+               "      --source-topic events --address-map 10.10.0.11:9092=203.0.113.11:9092 \\\n"
+               "      --reference branch.csv --target-bootstrap localhost:9092 \\\n"
+               "      --target-topic tags --checkpoint /var/lib/moldau/tag-checkpoint\n\n"
+               + textwrap.fill("--trigger available-now (default) tags what is there and "
+                               "exits; processing-time=10s runs until SIGTERM/SIGINT and "
+                               "stops between micro-batches.", 78, break_on_hyphens=False),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     src = tag.add_argument_group("source (head office)")
     src.add_argument("--source-bootstrap", required=True, metavar="HOST:PORT[,...]")
