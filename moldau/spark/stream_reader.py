@@ -28,8 +28,6 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from moldau.client.types import TopicPartition
-
 from .clients import drop_admin
 from .offset_reader import OffsetReader
 from .options import SourceOptions
@@ -154,4 +152,4 @@ class MoldauStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  
         drop_admin(self.options.admin_config())
 
 
-__all__ = ["MoldauStreamReader", "TopicPartition"]
+__all__ = ["MoldauStreamReader"]
