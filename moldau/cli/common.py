@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import logging
 import os
 import re
 import sys
@@ -36,6 +37,7 @@ from moldau.client import (
     AdminError,
     BrokerConnection,
     BrokerError,
+    BrokerInfo,
     ClientError,
     ConfigError,
     KafkaConnectionError,
@@ -363,6 +365,45 @@ async def probe_topic(args: argparse.Namespace, topic: str, *, create: bool) -> 
     raise CliError(f"topic '{topic}' is not available: {ErrorCode(code).name.upper()}")
 
 
+async def probe_coordinator(args: argparse.Namespace, group: str) -> None:
+    """Find ``group``'s coordinator and make sure this machine can connect to it.
+
+    A consumer in a group otherwise waits silently forever when the coordinator's advertised
+    address is unreachable; a tool should say so, naming the address.
+    """
+    conn = await open_bootstrap(args)
+    deadline = time.monotonic() + args.timeout
+    try:
+        version = conn.versions.require(ApiKey.FIND_COORDINATOR, what="consumer groups")
+        while True:
+            response = await conn.request(ApiKey.FIND_COORDINATOR, {
+                "key": group, "key_type": 0, "coordinator_keys": [group]}, version=version)
+            answer = response.coordinators[0] if version >= 4 else response
+            code = int(answer.error_code)
+            if not code:
+                break
+            if not ErrorCode(code).retriable or time.monotonic() > deadline:
+                raise CliError(f"cannot find the coordinator of group '{group}': "
+                               f"{ErrorCode(code).name.upper()}")
+            await asyncio.sleep(0.2)
+    finally:
+        conn.close()
+        await conn.wait_closed()
+    address_map = AddressMap.parse(args.address_map)
+    host, port = address_map.apply(answer.host, answer.port)
+    broker = BrokerInfo(answer.node_id, host, port, None, (answer.host, answer.port))
+    left = max(0.05, deadline - time.monotonic())
+    link = BrokerConnection(host, port, client_id="moldau-cli", broker=broker,
+                            connect_timeout_ms=int(min(left, 10.0) * 1000))
+    try:
+        await link.connect()
+    except (KafkaConnectionError, OSError) as exc:
+        raise CliError(f"the coordinator of group '{group}' is unreachable: "
+                       f"{describe_error(exc)}") from None
+    link.close()
+    await link.wait_closed()
+
+
 def _strip_prefix(text: str) -> str:
     return text[0].lower() + text[1:] if text else text
 
@@ -417,6 +458,36 @@ def describe_error(exc: BaseException) -> str:
     return text
 
 
+class ClientWarnings(logging.Handler):
+    """Shows the client library's warnings once each (they repeat on every retry) and keeps
+    the last one, for tools that give up and want to say why."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(logging.WARNING)
+        self.name_prefix = name
+        self.seen: set[str] = set()
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        self.last = text
+        if text not in self.seen:
+            self.seen.add(text)
+            print(f"{self.name_prefix}: warning: {text}", file=sys.stderr)
+
+
+CLIENT_WARNINGS = ClientWarnings("moldau")
+
+
+def _install_client_log(name: str) -> None:
+    logger = logging.getLogger("moldau.client")
+    CLIENT_WARNINGS.name_prefix = name
+    if CLIENT_WARNINGS not in logger.handlers:
+        logger.addHandler(CLIENT_WARNINGS)
+        logger.propagate = False
+    logger.setLevel(logging.WARNING)
+
+
 def run(coro_factory: Callable[[], Coroutine[Any, Any, int | None]], name: str,
         error_prefix: str | None = None) -> int:
     """Run a tool's coroutine; print expected failures as one line and return the exit code.
@@ -425,6 +496,7 @@ def run(coro_factory: Callable[[], Coroutine[Any, Any, int | None]], name: str,
     operation as ``error_prefix: message`` (Kafka's tools have their own prefixes, such as
     "Error while executing topic command ").
     """
+    _install_client_log(name)
     try:
         try:
             import uvloop

@@ -27,6 +27,7 @@ from moldau.client import ClientError, Consumer, TopicPartition
 from moldau.protocol.api_keys import ApiKey
 
 from .common import (
+    CLIENT_WARNINGS,
     CliError,
     add_connection_options,
     add_tool_parser,
@@ -35,6 +36,7 @@ from .common import (
     key_values,
     load_properties,
     open_bootstrap,
+    probe_coordinator,
     probe_topic,
     run,
 )
@@ -158,10 +160,16 @@ def consumer_settings(args: argparse.Namespace) -> dict[str, str]:
     props.update(key_values(args.consumer_property, "--consumer-property"))
     if args.group:
         props["group.id"] = args.group
+    args.group_id_setting = props.get("group.id")
     props.setdefault("auto.offset.reset", "earliest" if args.from_beginning else "latest")
     if args.isolation_level:
         props["isolation.level"] = args.isolation_level
     return props
+
+
+def consumer_group(args: argparse.Namespace) -> str | None:
+    """The group id (--group, or group.id from --consumer-property / --consumer.config)."""
+    return args.group or args.group_id_setting
 
 
 def formatter_from_args(args: argparse.Namespace) -> MessageFormatter:
@@ -202,17 +210,26 @@ async def _matching_topics(args: argparse.Namespace, regex: re.Pattern[str]) -> 
             if not t.error_code and regex.fullmatch(t.name)}
 
 
-async def _assign(consumer: Consumer, args: argparse.Namespace) -> None:
+async def _resolve(args: argparse.Namespace) -> dict[str, int]:
+    """Topics to read and their partition counts (empty: a group subscribes to --include)."""
+    group = consumer_group(args)
+    if group:
+        await probe_coordinator(args, group)
+    if args.group_pattern:
+        return {}
+    if args.topic is not None:
+        return {args.topic: await probe_topic(args, args.topic, create=True)}
+    partitions = await _matching_topics(args, _compile(args.include))
+    if not partitions:
+        raise CliError(f"no topic matches --include {args.include!r}")
+    return partitions
+
+
+def _assign(consumer: Consumer, args: argparse.Namespace, partitions: dict[str, int]) -> None:
     """Subscribe (with a group) or assign partitions (without) and set start positions."""
-    if consumer.config["group.id"] and args.include is not None:
+    if args.group_pattern:
         consumer.subscribe(_compile(args.include))  # new matching topics join as they appear
         return
-    if args.topic is not None:
-        partitions = {args.topic: await probe_topic(args, args.topic, create=True)}
-    else:
-        partitions = await _matching_topics(args, _compile(args.include))
-        if not partitions:
-            raise CliError(f"no topic matches --include {args.include!r}")
     if consumer.config["group.id"]:
         consumer.subscribe(sorted(partitions))
         return
@@ -235,6 +252,12 @@ async def _assign(consumer: Consumer, args: argparse.Namespace) -> None:
                      for p in range(n)])
 
 
+def _has_position(consumer: Consumer) -> bool:
+    """True once some assigned partition knows where to read (the cluster was reached)."""
+    return any(consumer.subscription.state(tp).position is not None
+               for tp in consumer.assignment())
+
+
 async def consume(args: argparse.Namespace, config: dict[str, Any],
                   formatter: MessageFormatter) -> int:
     loop = asyncio.get_running_loop()
@@ -244,20 +267,33 @@ async def consume(args: argparse.Namespace, config: dict[str, Any],
     count = 0
     exit_code = 0
     out = sys.stdout.buffer
+    args.group_pattern = bool(config.get("group.id")) and args.include is not None
+    partitions = await _resolve(args)  # fails before anything is counted
     consumer = Consumer(config)
     try:
         await consumer.start()
-        await _assign(consumer, args)
+        _assign(consumer, args, partitions)
         limit = args.max_messages
         idle_limit = None if args.timeout_ms is None or args.timeout_ms < 0 else (
             args.timeout_ms / 1000)
-        last = time.monotonic()
+        last = started = time.monotonic()
+        reading = False
         while not stopped and (limit is None or count < limit):
             records = await consumer.poll(0.2, None if limit is None else limit - count)
             if not records:
                 if idle_limit is not None and time.monotonic() - last >= idle_limit:
                     break
+                reading = reading or _has_position(consumer)
+                # Give up only when the client is failing (it warned) and there is something
+                # to read: an idle group member with no partitions is not an error.
+                if (not reading and CLIENT_WARNINGS.last is not None
+                        and time.monotonic() - started > args.timeout
+                        and (consumer.assignment() or not config.get("group.id"))):
+                    raise CliError(
+                        f"could not start reading within {args.timeout:g} s (--timeout): "
+                        + (CLIENT_WARNINGS.last or "no partition got a position"))
                 continue
+            reading = True
             last = time.monotonic()
             try:
                 out.write(b"".join(formatter.format(r) for r in records))
@@ -268,11 +304,9 @@ async def consume(args: argparse.Namespace, config: dict[str, Any],
                 count += len(records)
                 break
             count += len(records)
-    except CliError:
-        raise
-    except ClientError as exc:
+    except (CliError, ClientError) as exc:
         print(f"moldau consume: {describe_error(exc)}", file=sys.stderr)
-        exit_code = 1
+        exit_code = getattr(exc, "exit_code", 1)
     finally:
         try:
             await asyncio.wait_for(consumer.close(), 10)
