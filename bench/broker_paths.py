@@ -108,6 +108,16 @@ def _feed(conn: KafkaConnection, frame: bytes) -> None:
         view = view[n:]
 
 
+def _count(fn: Callable[[], None], iterations: int) -> dict[str, float]:
+    """Run ``fn`` a fixed number of times (for instruction counting under valgrind)."""
+    t0 = time.process_time()
+    for _ in range(iterations):
+        fn()
+    return {"requests": iterations,
+            "cpu_us_per_request": round((time.process_time() - t0) / iterations * 1e6, 2),
+            "median_us": 0.0}
+
+
 def _time(fn: Callable[[], None], seconds: float, rounds: int = 7) -> dict[str, float]:
     """CPU µs per call: the best of ``rounds`` rounds (the minimum is the figure least
     disturbed by other processes on a shared machine), and the median."""
@@ -128,7 +138,7 @@ def _time(fn: Callable[[], None], seconds: float, rounds: int = 7) -> dict[str, 
             "median_us": round(per_round[len(per_round) // 2], 2)}
 
 
-async def run(seconds: float, only: list[str]) -> dict[str, Any]:
+async def run(seconds: float, only: list[str], iterations: int = 0) -> dict[str, Any]:
     tmp = tempfile.TemporaryDirectory(prefix="moldau-paths-")
     settings = {k: str(v) for k, v in default_settings(Path(tmp.name) / "data").items()}
     broker = Broker(build_config(settings))
@@ -136,7 +146,8 @@ async def run(seconds: float, only: list[str]) -> dict[str, Any]:
     try:
         broker.controller.create_topics([TopicSpec("p1", 1), TopicSpec("p6", 6),
                                          TopicSpec("p1000", 1000), TopicSpec("f1", 1),
-                                         TopicSpec("f6", 6), TopicSpec("big6", 6)])
+                                         TopicSpec("f6", 6), TopicSpec("big6", 6),
+                                         TopicSpec("big1", 1)])
         transport = NullTransport()
         conn = KafkaConnection(broker, "PLAINTEXT")
         conn.connection_made(transport)
@@ -145,7 +156,8 @@ async def run(seconds: float, only: list[str]) -> dict[str, Any]:
             "produce 1 x 1 KiB record, 1 partition, acks=1": produce_frame("p1", 1, 1, 1024),
             "produce 6 partitions x 100 x 100 B, acks=1": produce_frame("p6", 6, 100, 100),
             "produce 1000 partitions x 2 x 100 B, acks=1": produce_frame("p1000", 1000, 2, 100),
-            "produce 1 x 1 MiB batch (1024 x 1 KiB)": produce_frame("p1", 1, 1024, 1024),
+            "produce 100 partitions x 2 x 100 B, acks=1": produce_frame("p1000", 100, 2, 100),
+            "produce 1 x 1 MB batch (1000 x 1000 B)": produce_frame("big1", 1, 1000, 1000),
         }
         # Fetch targets: one batch of 100 x 100 B per partition of f6, one 1 KiB record in f1.
         _feed(conn, produce_frame("f6", 6, 100, 100))
@@ -162,7 +174,14 @@ async def run(seconds: float, only: list[str]) -> dict[str, Any]:
         for name, frame in cases.items():
             if only and not any(o in name for o in only):
                 continue
-            out[name] = _time(lambda f=frame: _feed(conn, f), seconds)
+            fn = (lambda f=frame: _feed(conn, f))  # noqa: E731
+            out[name] = _count(fn, iterations) if iterations else _time(fn, seconds)
+        # A produce case that appended nothing measured a rejection (e.g. MESSAGE_TOO_LARGE).
+        for name, topic in (("1 x 1 KiB", "p1"), ("6 partitions x 100", "p6"),
+                            ("partitions x 2", "p1000"), ("1 MB batch", "big1")):
+            ran = any(name in case for case in out)
+            if ran and broker.replica_manager.get(topic, 0).log.log_end_offset == 0:
+                raise RuntimeError(f"produce case {name!r} appended nothing: rejected?")
         conn.connection_lost(None)
         return out
     finally:
@@ -170,13 +189,40 @@ async def run(seconds: float, only: list[str]) -> dict[str, Any]:
         tmp.cleanup()
 
 
+def count_instructions(case: str, low: int = 20, high: int = 120) -> float:
+    """User-space instructions per request of ``case``: two runs under valgrind (callgrind)
+    with different iteration counts; their difference cancels start-up. Deterministic,
+    unlike timings on a shared machine (syscalls' kernel work is not counted)."""
+    import re
+    import subprocess
+    import sys
+
+    totals = []
+    for n in (low, high):
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable,
+             "-m", "bench.broker_paths", "--case", case, "--iterations", str(n)],
+            capture_output=True, text=True, check=True).stderr
+        totals.append(int(re.findall(r"Collected : (\d+)", out)[-1]))
+    return (totals[1] - totals[0]) / (high - low)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=2.0, help="per case")
     parser.add_argument("--case", action="append", default=[],
                         help="run only cases whose name contains this (repeatable)")
+    parser.add_argument("--iterations", type=int, default=0,
+                        help="run each case this many times instead of timing it (to count "
+                             "instructions: valgrind --tool=callgrind, N and 2N runs)")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per request of each --case under valgrind")
     args = parser.parse_args()
-    result = asyncio.run(run(args.seconds, args.case))
+    if args.instructions:
+        for case in args.case:
+            print(f"{case}: {count_instructions(case):,.0f} instructions/request", flush=True)
+        return
+    result = asyncio.run(run(args.seconds, args.case, args.iterations))
     width = max(map(len, result))
     for name, r in result.items():
         print(f"{name:<{width}}  {r['cpu_us_per_request']:>9.1f} µs/request (best), "

@@ -86,7 +86,8 @@ class Partition:
         return ErrorCode.unknown_leader_epoch
 
     # --- writes --------------------------------------------------------------------------
-    def append_as_leader(self, buf: bytearray, headers: list[BatchHeader]) -> AppendResult:
+    def append_as_leader(self, buf: bytes | bytearray | memoryview,
+                         headers: list[BatchHeader]) -> AppendResult:
         """Append validated batches; raises KafkaError for producer-state errors."""
         if not self.is_leader:
             raise KafkaError(

@@ -34,7 +34,7 @@ _TARGET_CODECS = {"uncompressed": Codec.NONE, "gzip": Codec.GZIP, "snappy": Code
                   "lz4": Codec.LZ4, "zstd": Codec.ZSTD}
 
 
-def recompress(buf: bytearray, headers: list[BatchHeader],
+def recompress(buf: bytes | bytearray | memoryview, headers: list[BatchHeader],
                codec: Codec) -> tuple[bytearray, list[BatchHeader]]:
     """Rewrite batches whose codec differs from the topic's ``compression.type``."""
     out = bytearray()
@@ -183,7 +183,8 @@ class ReplicaManager:
     def reject(self, error: ErrorCode, message: str) -> ProduceOutcome:
         return ProduceOutcome(error, message)
 
-    def append_records(self, topic: str, index: int, records: bytes | None, *, acks: int,
+    def append_records(self, topic: str, index: int, records: bytes | memoryview | None, *,
+                       acks: int,
                        transactional_id: str | None, internal: bool = False) -> ProduceOutcome:
         if topic in INTERNAL_TOPICS and not internal:
             return ProduceOutcome(ErrorCode.invalid_topic_exception,
@@ -218,7 +219,8 @@ class ReplicaManager:
                     f"The ISR of {topic}-{index} has {len(partition.isr)} members; "
                     f"min.insync.replicas is {min_isr}")
         assert records is not None
-        buf = bytearray(records)
+        # No copy: the log writes a read-only record set with patched batch headers beside it.
+        buf: bytes | bytearray | memoryview = records
         target = _TARGET_CODECS.get(tc.get("compression.type", "producer"))
         if target is not None and any(h.compression != target for h in checked):
             buf, checked = recompress(buf, checked, target)

@@ -17,6 +17,8 @@ import shutil
 RW_CREATE = os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 RW_EXISTING = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
 READ_ONLY = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+# Buffers per pwritev call (Linux's IOV_MAX is 1024).
+_IOV_MAX = 1024
 
 
 class FileSystem:
@@ -92,6 +94,35 @@ class FileSystem:
         total = len(view)
         while done < total:
             n = self.pwrite(fd, view[done:], offset + done)
+            if n <= 0:
+                raise OSError(f"short write: wrote {done} of {total} bytes")
+            done += n
+
+    def write_vectored(self, fd: int, chunks: list[bytes | bytearray | memoryview],
+                       offset: int) -> None:
+        """Write ``chunks`` back to back at ``offset`` (one ``pwritev`` where possible).
+
+        A subclass that overrides :meth:`pwrite` (fault injection) gets the chunks joined and
+        written through it instead, so injected faults apply to vectored writes too.
+        """
+        if type(self).pwrite is not FileSystem.pwrite:
+            self.write_all(fd, b"".join(chunks), offset)
+            return
+        total = sum(len(c) for c in chunks)
+        done = 0
+        while done < total:
+            n = 0
+            batch: list[bytes | bytearray | memoryview] = []
+            skip = done
+            for c in chunks:  # the chunks not yet fully written (short writes resume)
+                if skip >= len(c):
+                    skip -= len(c)
+                    continue
+                batch.append(memoryview(c)[skip:] if skip else c)
+                skip = 0
+                if len(batch) == _IOV_MAX:
+                    break
+            n = os.pwritev(fd, batch, offset + done)
             if n <= 0:
                 raise OSError(f"short write: wrote {done} of {total} bytes")
             done += n

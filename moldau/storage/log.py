@@ -51,6 +51,9 @@ from .segment import Segment, remove_files
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
 INT32_MAX = 0x7FFFFFFF
+# Read-only record sets smaller than this are copied and patched; larger ones are written
+# with patched headers beside the untouched records (copying would cost more).
+COPY_BELOW = 8 << 10
 
 # ListOffsets special timestamps.
 LATEST_TIMESTAMP = -1
@@ -181,15 +184,18 @@ class Log(LogMaintenance):
             return self.high_watermark
 
     # -- append ------------------------------------------------------------------------
-    def append(self, buf: bytearray, headers: list[BatchHeader], leader_epoch: int,
-               log_append_time_ms: int | None = None, origin: str = ORIGIN_CLIENT
-               ) -> AppendInfo:
+    def append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader],
+               leader_epoch: int, log_append_time_ms: int | None = None,
+               origin: str = ORIGIN_CLIENT) -> AppendInfo:
         """Append validated batches as leader, assigning offsets in place in ``buf``.
 
         ``headers`` are the batch headers of ``buf`` in order, already validated (magic, CRC,
         sizes) by :func:`moldau.protocol.records.batch.validate_batches`. Base offsets and the
-        partition leader epoch are patched in ``buf``; with ``log_append_time_ms`` (or a topic
-        with ``message.timestamp.type=LogAppendTime``) batches switch to LogAppendTime.
+        partition leader epoch are patched in ``buf`` when it is writable; a read-only ``buf``
+        (bytes, or a view of a request) is left as it is: from ``COPY_BELOW`` bytes it is
+        written with the patched headers alongside, without copying the records. With
+        ``log_append_time_ms`` (or a topic with ``message.timestamp.type=LogAppendTime``)
+        batches switch to LogAppendTime.
         ``origin`` is "client" (full idempotence checks) or "coordinator" (epoch checks only).
         A retried idempotent batch is not written again: the result has ``duplicate=True``
         and the original offsets.
@@ -243,15 +249,38 @@ class Log(LogMaintenance):
             pack_offset = _BASE_OFFSET.pack_into
             pack_epoch = _EPOCH.pack_into
             off = first
-            for h, (size, last, _ts) in zip(headers, infos, strict=True):
-                pack_offset(buf, pos, off)
-                pack_epoch(buf, pos + 12, leader_epoch)
-                if log_append_time_ms is not None:
-                    set_log_append_time(buf, pos, h, log_append_time_ms)
-                off = last + 1
-                pos += size
+            data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview]
+            writable = isinstance(buf, bytearray) or (
+                isinstance(buf, memoryview) and not buf.readonly)
+            if writable or log_append_time_ms is not None or total < COPY_BELOW:
+                if not writable:
+                    # Small sets: a copy costs less than building the vectored write;
+                    # LogAppendTime rewrites timestamps and CRCs.
+                    buf = bytearray(buf)
+                for h, (size, last, _ts) in zip(headers, infos, strict=True):
+                    pack_offset(buf, pos, off)
+                    pack_epoch(buf, pos + 12, leader_epoch)
+                    if log_append_time_ms is not None:
+                        set_log_append_time(buf, pos, h, log_append_time_ms)
+                    off = last + 1
+                    pos += size
+                data = buf
+            else:
+                # A read-only buffer (a slice of the request frame) is not copied: each
+                # batch's first 16 bytes are rebuilt with its offset and epoch, and the file
+                # gets them and the untouched rest in one vectored write.
+                view = memoryview(buf)
+                data = []
+                for size, last, _ts in infos:
+                    head = bytearray(view[pos:pos + 16])
+                    pack_offset(head, 0, off)
+                    pack_epoch(head, 12, leader_epoch)
+                    data.append(head)
+                    data.append(view[pos + 16:pos + size])
+                    off = last + 1
+                    pos += size
             self._maybe_roll(total, first, infos[-1][1], max_ts)
-            self._write(buf, infos)
+            self._write(data, infos)
             self._after_append(pending, leader_epoch, first)
             return AppendInfo(first, infos[-1][1], max_ts, off_max,
                               -1 if log_append_time_ms is None else log_append_time_ms,
@@ -317,7 +346,8 @@ class Log(LogMaintenance):
                 off += h.last_offset_delta + 1
         return self.producer_state.prepare(triples, origin)
 
-    def _write(self, buf: bytes | bytearray, infos: list[tuple[int, int, int]]) -> None:
+    def _write(self, buf: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
+               infos: list[tuple[int, int, int]]) -> None:
         seg = self._segments[-1]
         undo = (seg.size, seg.next_offset, (seg.index.entries, seg.time_index.entries),
                 (seg.max_timestamp, seg.offset_of_max_timestamp))

@@ -164,10 +164,15 @@ class Segment:
         return fds, paths
 
     # -- appending ---------------------------------------------------------------------
-    def append(self, data: bytes | bytearray | memoryview, batches: list[BatchInfo]) -> None:
-        """Write ``data`` (whole batches) at the end and index them. Raises ``OSError``."""
+    def append(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
+               batches: list[BatchInfo]) -> None:
+        """Write ``data`` (whole batches, or chunks that make them up) at the end and index
+        them. Raises ``OSError``."""
         start = self.size
-        self._fs.write_all(self.fd, data, start)
+        if isinstance(data, list):
+            self._fs.write_vectored(self.fd, data, start)
+        else:
+            self._fs.write_all(self.fd, data, start)
         if start == 0:
             self.rolling_ts = max(b[2] for b in batches)
         pos = start
