@@ -54,6 +54,9 @@ class LineReader:
     null_marker: str | None = None
     ignore_error: bool = False
     _separator_re: re.Pattern[str] = field(init=False, repr=False)
+    _delimiter_b: bytes = field(init=False, repr=False)
+    _key_separator_b: bytes = field(init=False, repr=False)
+    _null_b: bytes | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         pairs = [
@@ -74,6 +77,9 @@ class LineReader:
                                 (self.headers_key_separator, "headers.key.separator")):
                 if value == self.null_marker:
                     raise ReaderError(f"null.marker and {name} may not be equal")
+        self._delimiter_b = _bytes(self.headers_delimiter)
+        self._key_separator_b = _bytes(self.key_separator)
+        self._null_b = None if self.null_marker is None else _bytes(self.null_marker)
         try:
             self._separator_re = re.compile(self.headers_separator)
         except re.error as exc:
@@ -94,35 +100,42 @@ class LineReader:
             ignore_error=_bool(props.get("ignore.error", "false")),
         )
 
-    def _field(self, enabled: bool, line: str, start: int, separator: str, name: str,
-               number: int) -> str | None:
+    def _field(self, enabled: bool, line: bytes, start: int, separator: bytes, name: str,
+               number: int) -> bytes | None:
         if not enabled:
             return None
         index = line.find(separator, start)
         if index < 0:
             if self.ignore_error:
                 return None
-            raise ReaderError(f"No {name} found on line number {number}: '{line}'")
+            raise ReaderError(f"No {name} found on line number {number}: "
+                              f"'{line.decode('utf-8', 'replace')}'")
         return line[start:index]
 
-    def _nullable(self, text: str | None) -> bytes | None:
-        if text is None or text == self.null_marker:
-            return None
-        return _bytes(text)
+    def parse(self, line: bytes | str, number: int) -> Record:
+        """(key, value, headers) of one line (without its line ending).
 
-    def parse(self, line: str, number: int) -> Record:
-        """(key, value, headers) of one line (without its line ending)."""
-        headers_text = self._field(self.parse_headers, line, 0, self.headers_delimiter,
-                                   "headers delimiter", number)
-        offset = 0 if headers_text is None else len(headers_text) + len(self.headers_delimiter)
-        key_text = self._field(self.parse_key, line, offset, self.key_separator,
-                               "key separator", number)
-        if key_text is not None:
-            offset += len(key_text) + len(self.key_separator)
+        Works on bytes (UTF-8 separators found in UTF-8 text are the same as in the decoded
+        text), so values are passed on without decoding and re-encoding them.
+        """
+        if isinstance(line, str):
+            line = _bytes(line)
+        headers_raw = self._field(self.parse_headers, line, 0, self._delimiter_b,
+                                  "headers delimiter", number)
+        offset = 0 if headers_raw is None else len(headers_raw) + len(self._delimiter_b)
+        key = self._field(self.parse_key, line, offset, self._key_separator_b, "key separator",
+                          number)
+        if key is not None:
+            offset += len(key) + len(self._key_separator_b)
+        value = line[offset:] if offset else line
         headers: list[tuple[str, bytes | None]] = []
-        if headers_text is not None and headers_text != self.null_marker:
-            headers = self._headers(headers_text, number)
-        return self._nullable(key_text), self._nullable(line[offset:]), headers
+        if headers_raw is not None and headers_raw != self._null_b:
+            headers = self._headers(headers_raw.decode("utf-8", "surrogateescape"), number)
+        null = self._null_b
+        return (None if key == null else key), (None if value == null else value), headers
+
+    def _nullable(self, text: str) -> bytes | None:
+        return None if text == self.null_marker else _bytes(text)
 
     def _headers(self, text: str, number: int) -> list[tuple[str, bytes | None]]:
         pairs = self._separator_re.split(text)

@@ -210,8 +210,7 @@ async def produce(args: argparse.Namespace, reader: LineReader, config: dict[str
             for raw in lines:
                 number += 1
                 line = raw[:-1] if raw.endswith(b"\r") else raw
-                key, value, headers = reader.parse(
-                    line.decode("utf-8", "surrogateescape"), number)
+                key, value, headers = reader.parse(line, number)
                 fut = producer.send(args.topic, value, key=key, headers=headers)
                 sent += 1
                 if args.sync:
