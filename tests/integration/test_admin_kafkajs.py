@@ -69,7 +69,7 @@ const errorOf = async (fn) => {
 @pytest.fixture(scope="module")
 def kafkajs_available() -> None:
     if shutil.which("node") is None or not (JS_DIR / "node_modules" / "kafkajs").is_dir():
-        pytest.skip("node or kafkajs missing: run `make test-deps`")
+        pytest.fail("node or kafkajs missing: run `make test-deps`", pytrace=False)
 
 
 def test_kafkajs_admin(kafkajs_available: None) -> None:

@@ -31,7 +31,8 @@ sys.exit(1)
 
 def guard(unshare: list[str], env: dict[str, str], before: str = "") -> str:
     if missing_tools():
-        pytest.skip(f"needs {', '.join(missing_tools())}")
+        pytest.fail(f"needs {', '.join(missing_tools())} (make test-deps installs them)",
+                    pytrace=False)
     script = f"{before}exec {sys.executable} -c '{PROGRAM}'"
     result = subprocess.run(["unshare", *unshare, "--propagation", "private", "sh", "-c", script],
                             capture_output=True, text=True, cwd=ROOT, timeout=60,
