@@ -174,12 +174,12 @@ class _Input:
                     self._put(lines)
             if rest:
                 self._put([rest])
-        except (OSError, RuntimeError):
-            pass  # loop closed (interrupted) or stdin unreadable: end of input
+        except Exception:
+            pass  # the loop stopped (an error or Ctrl-C) or stdin is unreadable: end of input
         finally:
             try:
                 self._put(None)
-            except RuntimeError:
+            except Exception:
                 pass
 
 
