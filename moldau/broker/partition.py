@@ -15,17 +15,9 @@ from typing import Any
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records.batch import BatchHeader
-from ..storage.log import Log
+from ..storage.log import AppendInfo, Log
 from .metadata.image import PartitionState
 from .purgatory import Purgatory
-
-
-@dataclass(slots=True)
-class AppendResult:
-    first_offset: int
-    last_offset: int
-    log_append_time_ms: int
-    log_start_offset: int
 
 
 @dataclass(slots=True)
@@ -57,6 +49,21 @@ class Partition:
         self.isr: list[int] = []
         self.replicas: list[int] = []
         self.topic_config: dict[str, Any] = {}
+        # From topic_config, read on every produce: (message.timestamp.before.max.ms,
+        # message.timestamp.after.max.ms, min.insync.replicas, compression.type).
+        self.produce_limits: tuple[int, int, int, str] = (2**63 - 1, 2**63 - 1, 1, "producer")
+        # Leader with an ISR of just this broker: the high watermark follows every append.
+        self._sole_leader = False
+
+    def set_topic_config(self, config: dict[str, Any]) -> None:
+        """The topic's effective configs (``produce_limits`` follows)."""
+        self.topic_config = config
+        self.produce_limits = (
+            config.get("message.timestamp.before.max.ms", 2**63 - 1),
+            config.get("message.timestamp.after.max.ms", 2**63 - 1),
+            config.get("min.insync.replicas", 1),
+            config.get("compression.type", "producer"),
+        )
 
     @property
     def high_watermark(self) -> int:
@@ -74,6 +81,7 @@ class Partition:
         self.leader, self.isr, self.replicas = state.leader, list(state.isr), list(state.replicas)
         self.partition_epoch = state.partition_epoch
         self.leader_epoch = state.leader_epoch
+        self._sole_leader = self.is_leader and self.isr == [self.node_id]
         if became_leader:
             self.log.assign_epoch_start_offset(state.leader_epoch)
         self._maybe_advance_high_watermark()
@@ -87,23 +95,27 @@ class Partition:
 
     # --- writes --------------------------------------------------------------------------
     def append_as_leader(self, buf: bytes | bytearray | memoryview,
-                         headers: list[BatchHeader]) -> AppendResult:
+                         headers: list[BatchHeader]) -> AppendInfo:
         """Append validated batches; raises KafkaError for producer-state errors."""
-        if not self.is_leader:
+        if self.leader != self.node_id:
             raise KafkaError(
                 ErrorCode.not_leader_or_follower,
                 f"Broker {self.node_id} is not the leader of {self.topic}-{self.index}",
             )
-        append_time = self.time_ms() if self.log.config.log_append_time else None
-        info = self.log.append(buf, headers, self.leader_epoch, append_time)
+        log = self.log
+        append_time = (self.time_ms() if log.config.message_timestamp_type == "LogAppendTime"
+                       else None)
+        info = log.append(buf, headers, self.leader_epoch, append_time)
         if not info.duplicate:
-            self._maybe_advance_high_watermark()
+            if self._sole_leader:
+                end = log.log_end_offset
+                if end > log.high_watermark:
+                    log.update_high_watermark(end)
             self.purgatory.notify(self.key)
-        return AppendResult(info.first_offset, info.last_offset, info.log_append_time_ms,
-                            info.log_start_offset)
+        return info
 
     def _maybe_advance_high_watermark(self) -> None:
-        if self.is_leader and self.isr == [self.node_id]:
+        if self._sole_leader:
             end = self.log.log_end_offset
             if end > self.log.high_watermark:
                 self.log.update_high_watermark(end)

@@ -169,7 +169,7 @@ class ReplicaManager:
             if partition.log.config != config:
                 # Logs loaded at start-up were opened before the image had topic configs.
                 partition.log.update_config(config)
-            partition.topic_config = raw_config
+            partition.set_topic_config(raw_config)
             partition.apply_state(state)
 
     def _remove_topic(self, name: str) -> None:
@@ -199,31 +199,30 @@ class ReplicaManager:
                                   f"This server does not host this topic-partition: "
                                   f"{topic}-{index}")
         config = partition.log.config
-        tc = partition.topic_config
+        before_max, after_max, min_isr, compression = partition.produce_limits
         checked = check_record_set(
             records,
             max_message_bytes=config.max_message_bytes,
             segment_bytes=config.segment_bytes,
             now_ms=self.broker.time_ms(),
-            timestamp_before_max_ms=tc.get("message.timestamp.before.max.ms", 2**63 - 1),
-            timestamp_after_max_ms=tc.get("message.timestamp.after.max.ms", 2**63 - 1),
-            log_append_time=config.log_append_time,
+            timestamp_before_max_ms=before_max,
+            timestamp_after_max_ms=after_max,
+            log_append_time=config.message_timestamp_type == "LogAppendTime",
         )
         if isinstance(checked, Rejection):
             return ProduceOutcome(checked.code, checked.message)
-        if acks == -1:
-            min_isr = tc.get("min.insync.replicas", 1)
-            if len(partition.isr) < min_isr:
-                return ProduceOutcome(
-                    ErrorCode.not_enough_replicas,
-                    f"The ISR of {topic}-{index} has {len(partition.isr)} members; "
-                    f"min.insync.replicas is {min_isr}")
+        if acks == -1 and len(partition.isr) < min_isr:
+            return ProduceOutcome(
+                ErrorCode.not_enough_replicas,
+                f"The ISR of {topic}-{index} has {len(partition.isr)} members; "
+                f"min.insync.replicas is {min_isr}")
         assert records is not None
-        # No copy: the log writes a read-only record set with patched batch headers beside it.
+        # Not copied here: the log copies small read-only sets and writes large ones as they are.
         buf: bytes | bytearray | memoryview = records
-        target = _TARGET_CODECS.get(tc.get("compression.type", "producer"))
-        if target is not None and any(h.compression != target for h in checked):
-            buf, checked = recompress(buf, checked, target)
+        if compression != "producer":
+            target = _TARGET_CODECS.get(compression)
+            if target is not None and any(h.compression != target for h in checked):
+                buf, checked = recompress(buf, checked, target)
         try:
             result = partition.append_as_leader(buf, checked)
         except KafkaError as exc:

@@ -201,9 +201,10 @@ class Log(LogMaintenance):
         and the original offsets.
         """
         with self._lock:
-            self._check_online()
+            if self.offline:
+                self._check_online()
             cfg = self.config
-            if log_append_time_ms is None and cfg.log_append_time:
+            if log_append_time_ms is None and cfg.message_timestamp_type == "LogAppendTime":
                 log_append_time_ms = self._time_ms()
             first = self._segments[-1].next_offset
             infos: list[tuple[int, int, int]] = []
@@ -369,13 +370,14 @@ class Log(LogMaintenance):
             ps.commit(pending)
             if pending.completed_txns:
                 self._complete_txns(pending.completed_txns)
-        ps.update_map_end_offset(self.log_end_offset)
+        end = self._segments[-1].next_offset
+        ps.map_end_offset = end  # ProducerStateManager.update_map_end_offset
         if leader_epoch is not None:
             self.epoch_cache.maybe_assign_from_batch(leader_epoch, first)
         elif headers is not None:
             for h in headers:
                 self.epoch_cache.maybe_assign_from_batch(h.partition_leader_epoch, h.base_offset)
-        if self.log_end_offset - self.recovery_point >= self.config.flush_messages:
+        if end - self.recovery_point >= self.config.flush_messages:
             self.flush()
 
     def _complete_txns(self, completed: list[CompletedTxn]) -> None:
@@ -391,15 +393,21 @@ class Log(LogMaintenance):
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int) -> None:
         seg = self._segments[-1]
         cfg = self.config
-        if (
-            (seg.size > 0 and (
-                seg.size > cfg.segment_bytes - size
-                or seg.time_waited_for_roll(self._time_ms(), max_ts)
-                > cfg.segment_ms - seg.roll_jitter_ms))
-            or seg.index.is_full
-            or seg.time_index.is_full
-            or last_offset - seg.base_offset > INT32_MAX
-        ):
+        if seg.size > 0:
+            if seg.size > cfg.segment_bytes - size:
+                self._roll(first_offset)
+                return
+            # Segment.time_waited_for_roll, without reading the clock when the first batch
+            # has a timestamp (the common case: one clock call less per append).
+            first = seg.rolling_ts
+            if first is None:
+                first = seg.first_batch_timestamp()
+            waited = max_ts - first if first >= 0 else self._time_ms() - seg.created_ms
+            if waited > cfg.segment_ms - seg.roll_jitter_ms:
+                self._roll(first_offset)
+                return
+        if (seg.index.is_full or seg.time_index.is_full
+                or last_offset - seg.base_offset > INT32_MAX):
             self._roll(first_offset)
 
     def roll(self) -> Segment:
