@@ -15,7 +15,6 @@ import asyncio
 import json
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,88 +23,8 @@ from moldau.broker.config import build_config
 from moldau.broker.connection import KafkaConnection
 from moldau.broker.metadata.controller import TopicSpec
 from moldau.broker.server import Broker
-from moldau.protocol.entities import build
-from moldau.protocol.messages import encode_request, request_schema
-from moldau.protocol.records.codec import build_batch
 from moldau.testing.runner import default_settings
-
-
-class NullTransport(asyncio.Transport):
-    """Counts what the broker writes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.written = 0
-        self.writes = 0
-
-    def write(self, data: Any) -> None:
-        self.written += len(data)
-        self.writes += 1
-
-    def writelines(self, chunks: Any) -> None:
-        for c in chunks:
-            self.written += len(c)
-        self.writes += 1
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 1) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
-
-
-def _frame(api_key: int, version: int, body: dict[str, Any]) -> bytes:
-    entity = build(request_schema(api_key, version), body)
-    return encode_request(api_key, version, 1, "rdkafka", entity)
-
-
-def produce_frame(topic: str, partitions: int, records: int, size: int, acks: int = 1) -> bytes:
-    value = bytes(size)
-    now = int(time.time() * 1000)
-    batch = build_batch([(None, value, [], now)] * records)
-    return _frame(0, 10, {"transactional_id": None, "acks": acks, "timeout": 30_000,
-                          "topic_data": [{"name": topic, "partition_data": [
-                              {"index": p, "records": batch} for p in range(partitions)]}]})
-
-
-def fetch_frame(topic_id: uuid.UUID, partitions: int, offset: int) -> bytes:
-    return _frame(1, 16, {"replica_id": -1, "max_wait": 0, "min_bytes": 1,
-                          "max_bytes": 52428800, "isolation_level": 0, "session_id": 0,
-                          "session_epoch": -1, "topics": [{"topic_id": topic_id, "partitions": [
-                              {"partition": p, "current_leader_epoch": -1,
-                               "fetch_offset": offset, "last_fetched_epoch": -1,
-                               "log_start_offset": -1, "partition_max_bytes": 1048576}
-                              for p in range(partitions)]}],
-                          "forgotten_topics_data": [], "rack_id": ""})
-
-
-def metadata_frame(topics: list[str]) -> bytes:
-    return _frame(3, 12, {"topics": [{"topic_id": uuid.UUID(int=0), "name": t}
-                                     for t in topics],
-                          "allow_auto_topic_creation": False,
-                          "include_topic_authorized_operations": False})
-
-
-def _feed(conn: KafkaConnection, frame: bytes) -> None:
-    view = memoryview(frame)
-    while view:
-        buf = conn.get_buffer(len(view))
-        n = min(len(buf), len(view))
-        buf[:n] = view[:n]
-        conn.buffer_updated(n)
-        view = view[n:]
+from moldau.testing.wire import NullTransport, feed, fetch_frame, metadata_frame, produce_frame
 
 
 def _count(fn: Callable[[], None], iterations: int) -> dict[str, float]:
@@ -138,6 +57,50 @@ def _time(fn: Callable[[], None], seconds: float, rounds: int = 7) -> dict[str, 
             "median_us": round(per_round[len(per_round) // 2], 2)}
 
 
+_SENTINEL = 0x5A5A5A5A5A5A5A5A
+
+
+async def long_poll_cycle(broker: Broker, seconds: float, iterations: int) -> dict[str, float]:
+    """W4's broker work per record: a consumer's fetch waits at the log end (long poll), a
+    producer appends one 1 KiB record, the purgatory wakes the fetch, both answer."""
+    broker.controller.create_topics([TopicSpec("lp", 1)])
+    topic_id = broker.image.topics_by_name["lp"].topic_id
+    fetch = bytearray(fetch_frame(topic_id, 1, _SENTINEL, max_wait_ms=500))
+    at = fetch.index(_SENTINEL.to_bytes(8, "big"))
+    produce = produce_frame("lp", 1, 1, 1024)
+    consumer, producer = KafkaConnection(broker, "PLAINTEXT"), KafkaConnection(broker, "PLAINTEXT")
+    ct, pt = NullTransport(), NullTransport()
+    consumer.connection_made(ct)
+    producer.connection_made(pt)
+    log = broker.replica_manager.get("lp", 0).log
+
+    async def one() -> None:
+        fetch[at:at + 8] = log.log_end_offset.to_bytes(8, "big")
+        writes = ct.writes
+        feed(consumer, bytes(fetch))
+        feed(producer, produce)
+        while ct.writes == writes:
+            await asyncio.sleep(0)
+
+    for _ in range(20):
+        await one()
+    per_round: list[float] = []
+    rounds = 1 if iterations else 7
+    total = 0
+    for _ in range(rounds):
+        n = 0
+        t0 = time.process_time()
+        w0 = time.perf_counter()
+        while (n < iterations) if iterations else (time.perf_counter() - w0 < seconds / rounds):
+            await one()
+            n += 1
+        per_round.append((time.process_time() - t0) / n * 1e6)
+        total += n
+    per_round.sort()
+    return {"requests": total, "cpu_us_per_request": round(per_round[0], 2),
+            "median_us": round(per_round[len(per_round) // 2], 2)}
+
+
 async def run(seconds: float, only: list[str], iterations: int = 0) -> dict[str, Any]:
     tmp = tempfile.TemporaryDirectory(prefix="moldau-paths-")
     settings = {k: str(v) for k, v in default_settings(Path(tmp.name) / "data").items()}
@@ -160,10 +123,10 @@ async def run(seconds: float, only: list[str], iterations: int = 0) -> dict[str,
             "produce 1 x 1 MB batch (1000 x 1000 B)": produce_frame("big1", 1, 1000, 1000),
         }
         # Fetch targets: one batch of 100 x 100 B per partition of f6, one 1 KiB record in f1.
-        _feed(conn, produce_frame("f6", 6, 100, 100))
-        _feed(conn, produce_frame("f1", 1, 1, 1024))
+        feed(conn, produce_frame("f6", 6, 100, 100))
+        feed(conn, produce_frame("f1", 1, 1, 1024))
         for _ in range(12):  # ~1.2 MiB per partition: a catch-up read of max.partition.fetch.bytes
-            _feed(conn, produce_frame("big6", 6, 1000, 100))
+            feed(conn, produce_frame("big6", 6, 1000, 100))
         image = broker.image.topics_by_name
         cases["fetch 6 partitions x 1 batch of 100 x 100 B"] = fetch_frame(
             image["f6"].topic_id, 6, 0)
@@ -174,8 +137,11 @@ async def run(seconds: float, only: list[str], iterations: int = 0) -> dict[str,
         for name, frame in cases.items():
             if only and not any(o in name for o in only):
                 continue
-            fn = (lambda f=frame: _feed(conn, f))  # noqa: E731
+            fn = (lambda f=frame: feed(conn, f))  # noqa: E731
             out[name] = _count(fn, iterations) if iterations else _time(fn, seconds)
+        name = "long-poll fetch woken by a 1 KiB produce (W4 per record)"
+        if not only or any(o in name for o in only):
+            out[name] = await long_poll_cycle(broker, seconds, iterations)
         # A produce case that appended nothing measured a rejection (e.g. MESSAGE_TOO_LARGE).
         for name, topic in (("1 x 1 KiB", "p1"), ("6 partitions x 100", "p6"),
                             ("partitions x 2", "p1000"), ("1 MB batch", "big1")):
@@ -189,7 +155,7 @@ async def run(seconds: float, only: list[str], iterations: int = 0) -> dict[str,
         tmp.cleanup()
 
 
-def count_instructions(case: str, low: int = 20, high: int = 120) -> float:
+def count_instructions(case: str, low: int = 0, high: int = 0) -> float:
     """User-space instructions per request of ``case``: two runs under valgrind (callgrind)
     with different iteration counts; their difference cancels start-up. Deterministic,
     unlike timings on a shared machine (syscalls' kernel work is not counted)."""
@@ -197,6 +163,8 @@ def count_instructions(case: str, low: int = 20, high: int = 120) -> float:
     import subprocess
     import sys
 
+    if not high:  # enough requests that start-up noise (~1M instructions) does not matter
+        low, high = (20, 220) if "partitions x 2" in case else (300, 2300)
     totals = []
     for n in (low, high):
         out = subprocess.run(

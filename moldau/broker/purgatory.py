@@ -12,6 +12,15 @@ import asyncio
 from collections.abc import Hashable, Iterable
 
 
+class _Expired(Exception):
+    """A waiter's deadline passed before any of its keys was notified."""
+
+
+def _expire(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_exception(_Expired())
+
+
 class Purgatory:
     """Waiters per key; a waiter is an asyncio future resolved by ``notify``."""
 
@@ -42,16 +51,33 @@ class Purgatory:
                 future.set_result(None)
 
     async def wait(self, keys: list[Hashable], timeout_s: float) -> bool:
-        """Wait until one of ``keys`` is notified or ``timeout_s`` passes; True if notified."""
+        """Wait until one of ``keys`` is notified or ``timeout_s`` passes; True if notified.
+
+        The waiter is registered before the first ``await``: a notify from any code that runs
+        after this call (even before the caller's task is scheduled) wakes it."""
         if timeout_s <= 0:
             return False
-        future = self.watch(keys)
+        return await self.wait_on(keys, self.watch(keys), timeout_s)
+
+    async def wait_on(self, keys: list[Hashable], future: asyncio.Future[None],
+                      timeout_s: float) -> bool:
+        """Wait on ``future`` from :meth:`watch` (``keys`` as given there) for at most
+        ``timeout_s``; True if notified, also if that happened before this call. The future
+        is forgotten either way.
+
+        One timer handle per wait (``asyncio.wait_for`` plus ``shield`` cost a task and two
+        more futures on every long-poll fetch)."""
+        if future.done() or timeout_s <= 0:
+            self.forget(keys, future)
+            return future.done() and not future.cancelled()
+        timer = future.get_loop().call_later(timeout_s, _expire, future)
         try:
-            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            await future
             return True
-        except TimeoutError:
+        except _Expired:
             return False
         finally:
+            timer.cancel()
             self.forget(keys, future)
 
     def __len__(self) -> int:

@@ -70,19 +70,23 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     max_wait_ms = to_ms(request.max_wait)
     if read.total_bytes >= request.min_bytes or max_wait_ms <= 0 or read.has_error:
         return RawResponse(encode_fetch_response(version, read.topics))
-    return _long_poll(ctx, plan, max_bytes, committed, request.min_bytes, max_wait_ms)
-
-
-async def _long_poll(ctx: RequestContext, plan: list[Any], max_bytes: int, committed: bool,
-                     min_bytes: int, max_wait_ms: int) -> RawResponse:
-    manager = ctx.broker.replica_manager
+    # Registered now, not when the long poll's task first runs: an append in between
+    # (another connection's produce in the same loop turn) must wake it.
     keys = [(t.topic, t.partition) for _, targets in plan for t in targets]
+    waiter = manager.purgatory.watch(keys)
+    return _long_poll(ctx, plan, keys, waiter, max_bytes, committed, request.min_bytes,
+                      max_wait_ms)
+
+
+async def _long_poll(ctx: RequestContext, plan: list[Any], keys: list[Any], waiter: Any,
+                     max_bytes: int, committed: bool, min_bytes: int,
+                     max_wait_ms: int) -> RawResponse:
+    manager = ctx.broker.replica_manager
+    purgatory = manager.purgatory
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
-        remaining = deadline - time.monotonic()
-        woke = await manager.purgatory.wait(keys, remaining)
+        woke = await purgatory.wait_on(keys, waiter, deadline - time.monotonic())
         read = manager.read_for_fetch(plan, max_bytes, committed)
         if not woke or read.total_bytes >= min_bytes or read.has_error:
             return RawResponse(encode_fetch_response(ctx.version, read.topics))
-
-
+        waiter = purgatory.watch(keys)  # in the same step as the read, for the same reason
