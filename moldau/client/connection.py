@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from moldau.protocol.api_keys import ApiKey, api_name
+from moldau.protocol.entities import build
 from moldau.protocol.errors import ErrorCode, ProtocolError
 from moldau.protocol.framing import FrameDecoder
 from moldau.protocol.messages import decode_response, encode_request, request_schema
 
-from .entities import build
 from .errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
 from .types import BrokerInfo
 from .versions import (
@@ -239,7 +239,8 @@ class BrokerConnection:
     ) -> Any:
         """Send one request and return the decoded response entity.
 
-        ``body`` is a kio entity of the right version or a dict for :func:`entities.build`.
+        ``body`` is a kio entity of the right version or a dict for
+        :func:`moldau.protocol.entities.build` (strict: a required field left out raises).
         ``version`` defaults to the negotiated one. With ``expect_response=False`` (Produce
         with acks=0) the call returns None once the request is written.
         """
@@ -249,7 +250,7 @@ class BrokerConnection:
             schema = request_schema(api_key, version)
             if schema is None:
                 raise ValueError(f"no schema for {api_name(api_key)} v{version}")
-            body = build(schema, body)
+            body = build(schema, body, strict=True)
         protocol = self._protocol
         if self._closed_error is not None or protocol is None or protocol.transport is None:
             raise self._closed_error or KafkaConnectionError(

@@ -1,10 +1,13 @@
 """Build kio entities of any version from plain Python values.
 
 Each kio message version is its own set of frozen dataclasses. Handlers describe a response once
-as dicts/lists (``{"error_code": 0, "topics": [{"name": ..., "partitions": [...]}]}``) and
-``build(ResponseClass, data)`` produces the version's entities: keys a version lacks are
-ignored, fields left out take their schema default (or a zero value), ints become ErrorCode,
-timedelta or datetime where the schema says so.
+as dicts/lists (``{"error_code": 0, "topics": [{"name": ..., "partitions": [...]}]}``), and the
+client describes a request the same way with every field any version might want;
+``build(Class, data)`` produces the version's entities: keys a version lacks are ignored, fields
+left out take their schema default (or a zero value; None where the field is nullable), ints
+become ErrorCode, timedelta (from milliseconds) or datetime where the schema says so, lists and
+other iterables become tuples. ``build(Class, data, strict=True)`` treats a required,
+non-nullable field left out as a bug in the caller and raises ``TypeError`` naming it.
 
 ``to_ms`` does the reverse for request fields kio decodes as timedelta/datetime.
 """
@@ -16,8 +19,8 @@ import datetime
 import functools
 import typing
 import uuid
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
@@ -25,12 +28,15 @@ _ZERO_UUID = uuid.UUID(int=0)
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _FieldPlan:
+# A field's converter takes (value, strict) and is only called for values that are not None.
+_Convert = Callable[[Any, bool], Any]
+
+
+class _FieldPlan(NamedTuple):
     name: str
-    kind: str  # "error", "td", "dt", "uuid", "entity", "entities", "plain"
-    entity: type | None
+    convert: _Convert | None  # None: the value is taken as it is
     required: bool
+    nullable: bool
     zero: Any
 
 
@@ -57,6 +63,51 @@ def _zero_for(kafka_type: str | None, tp: Any, optional: bool) -> Any:
     return 0
 
 
+def _error(value: Any, strict: bool) -> Any:
+    return value if isinstance(value, ErrorCode) else ErrorCode(int(value))
+
+
+def _timedelta(value: Any, strict: bool) -> Any:
+    if isinstance(value, datetime.timedelta):
+        return value
+    return datetime.timedelta(milliseconds=int(value))
+
+
+def _datetime(value: Any, strict: bool) -> Any:
+    if isinstance(value, datetime.datetime):
+        return value
+    return datetime.datetime.fromtimestamp(int(value) / 1000, datetime.UTC)
+
+
+def _uuid(value: Any, strict: bool) -> Any:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
+
+
+def _array(value: Any, strict: bool) -> Any:
+    return value if type(value) is tuple else tuple(value)
+
+
+def _entity(cls: type) -> _Convert:
+    def convert(value: Any, strict: bool) -> Any:
+        return build(cls, value, strict=strict)
+    return convert
+
+
+def _entities(cls: type) -> _Convert:
+    def convert(value: Any, strict: bool) -> Any:
+        return tuple([build(cls, item, strict=strict) for item in value])
+    return convert
+
+
+_BY_KAFKA_TYPE: dict[str, _Convert] = {
+    "error_code": _error,
+    "timedelta_i32": _timedelta,
+    "timedelta_i64": _timedelta,
+    "datetime_i64": _datetime,
+    "uuid": _uuid,
+}
+
+
 @functools.cache
 def _plan(cls: type) -> tuple[_FieldPlan, ...]:
     hints = typing.get_type_hints(cls)
@@ -68,69 +119,39 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
         optional = type(None) in args
         inner = [a for a in args if a is not type(None)] if optional else [tp]
         base = inner[0] if inner else tp
-        entity = None
+        convert: _Convert | None
         if typing.get_origin(base) is tuple:
             item = typing.get_args(base)[0]
-            if dataclasses.is_dataclass(item):
-                kind, entity = "entities", item
-            else:
-                kind = "plain"
+            convert = _entities(item) if dataclasses.is_dataclass(item) else _array
         elif isinstance(base, type) and dataclasses.is_dataclass(base):
-            kind, entity = "entity", base
-        elif kafka_type == "error_code":
-            kind = "error"
-        elif kafka_type in ("timedelta_i32", "timedelta_i64"):
-            kind = "td"
-        elif kafka_type == "datetime_i64":
-            kind = "dt"
-        elif kafka_type == "uuid":
-            kind = "uuid"
+            convert = _entity(base)
         else:
-            kind = "plain"
+            convert = _BY_KAFKA_TYPE.get(kafka_type or "")
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        plans.append(_FieldPlan(f.name, kind, entity, required,
+        plans.append(_FieldPlan(f.name, convert, required, optional,
                                 _zero_for(kafka_type, base, optional)))
     return tuple(plans)
 
 
-def _convert(plan: _FieldPlan, value: Any) -> Any:
-    if value is None:
-        return None
-    match plan.kind:
-        case "error":
-            return value if isinstance(value, ErrorCode) else ErrorCode(int(value))
-        case "td":
-            if isinstance(value, datetime.timedelta):
-                return value
-            return datetime.timedelta(milliseconds=int(value))
-        case "dt":
-            if isinstance(value, datetime.datetime):
-                return value
-            return datetime.datetime.fromtimestamp(int(value) / 1000, datetime.UTC)
-        case "uuid":
-            return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
-        case "entity":
-            assert plan.entity is not None
-            return build(plan.entity, value)
-        case "entities":
-            assert plan.entity is not None
-            return tuple(build(plan.entity, item) for item in value)
-        case _:
-            if isinstance(value, list):
-                return tuple(value)
-            return value
+def build(cls: type, data: Mapping[str, Any] | Any, *, strict: bool = False) -> Any:
+    """An instance of kio entity class ``cls`` from a mapping (or an instance, returned as is).
 
-
-def build(cls: type, data: Mapping[str, Any] | Any) -> Any:
-    """An instance of kio entity class ``cls`` from a mapping (or an instance, returned as is)."""
+    With ``strict``, a required non-nullable field missing from ``data`` (at any depth) raises
+    ``TypeError`` naming it instead of taking its zero value.
+    """
     if isinstance(data, cls):
         return data
     kwargs: dict[str, Any] = {}
-    for plan in _plan(cls):
-        if plan.name in data:
-            kwargs[plan.name] = _convert(plan, data[plan.name])
-        elif plan.required:
-            kwargs[plan.name] = plan.zero
+    for name, convert, required, nullable, zero in _plan(cls):
+        if name in data:
+            value = data[name]
+            if convert is not None and value is not None:
+                value = convert(value, strict)
+            kwargs[name] = value
+        elif required:
+            if strict and not nullable:
+                raise TypeError(f"{cls.__module__}.{cls.__name__} needs field {name!r}")
+            kwargs[name] = zero
     return cls(**kwargs)
 
 

@@ -28,7 +28,8 @@ from kio.schema.consumer_protocol_subscription.v2 import data as subscription_v2
 from kio.schema.consumer_protocol_subscription.v3 import data as subscription_v3
 from kio.serial import entity_reader, entity_writer
 
-from ..entities import build
+from moldau.protocol.entities import build
+
 from ..types import TopicPartition
 from .types import MemberSubscription
 
@@ -59,7 +60,7 @@ def _flatten(entries: Iterable[Any]) -> list[TopicPartition]:
 def _encode(cls: Any, version: int, data: dict[str, Any]) -> bytes:
     out = io.BytesIO()
     out.write(_INT16.pack(version))
-    entity_writer(cls)(out, build(cls, data))
+    entity_writer(cls)(out, build(cls, data, strict=True))
     return out.getvalue()
 
 

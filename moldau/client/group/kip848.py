@@ -27,9 +27,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.entities import to_ms
 from moldau.protocol.errors import ErrorCode
 
-from ..entities import ms
 from ..errors import BrokerError
 from ..retry import backoff_ms, wait_event
 from ..types import TopicPartition
@@ -218,7 +218,7 @@ class ConsumerProtocolMember(GroupMember):
             self.member_id = response.member_id
         self.epoch = response.member_epoch
         self.joined = self.epoch > 0
-        interval_ms = ms(response.heartbeat_interval)
+        interval_ms = to_ms(response.heartbeat_interval)
         if interval_ms > 0:
             self.interval = interval_ms / 1000
         if response.assignment is not None:

@@ -1,9 +1,10 @@
 """Request bodies of the group protocol as plain dicts, for every version at once.
 
-Each builder returns the fields any version of its API may want; :func:`..entities.build`
-keeps those the negotiated version has (``member_id`` at the top in LeaveGroup v0-2, a
-``members`` batch from v3; ``group_instance_id`` from JoinGroup v5; ...). Pure functions,
-tested against every version kio knows (tests/unit/client/test_group_requests.py).
+Each builder returns the fields any version of its API may want;
+:func:`moldau.protocol.entities.build` keeps those the negotiated version has (``member_id`` at
+the top in LeaveGroup v0-2, a ``members`` batch from v3; ``group_instance_id`` from JoinGroup
+v5; ...). Pure functions, tested against every version kio knows
+(tests/unit/client/test_group_requests.py).
 """
 
 from __future__ import annotations

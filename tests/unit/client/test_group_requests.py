@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from kio.serial import entity_reader
 
-from moldau.client.entities import build
 from moldau.client.group import requests
 from moldau.client.group.consumer_protocol import encode_subscription
 from moldau.client.group.offsets import commit_body, fetch_body, fetch_result
@@ -17,6 +16,7 @@ from moldau.client.group.types import OffsetAndMetadata
 from moldau.client.types import TopicPartition as TP
 from moldau.client.versions import client_range
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.entities import build
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages import (
     encode_body,
@@ -46,6 +46,11 @@ BODIES: dict[int, Any] = {
 }
 
 
+def _request(api_key: int, version: int, body: dict[str, Any]) -> Any:
+    """``body`` built at ``version`` as the client's connection builds it (strict)."""
+    return build(request_schema(api_key, version), body, strict=True)  # type: ignore[arg-type]
+
+
 def _versions() -> list[tuple[int, int]]:
     out = []
     for key in BODIES:
@@ -58,24 +63,24 @@ def _versions() -> list[tuple[int, int]]:
 @pytest.mark.parametrize(("api_key", "version"), _versions(),
                          ids=lambda x: str(x))
 def test_every_version_builds_and_encodes(api_key: int, version: int) -> None:
-    entity = build(request_schema(api_key, version), BODIES[api_key])  # type: ignore[arg-type]
+    entity = _request(api_key, version, BODIES[api_key])
     frame = encode_request(api_key, version, 7, "client", entity)
     assert len(frame) > 10
 
 
 def test_version_specific_fields() -> None:
-    join_v4 = build(request_schema(ApiKey.JOIN_GROUP, 4), BODIES[ApiKey.JOIN_GROUP])
-    join_v5 = build(request_schema(ApiKey.JOIN_GROUP, 5), BODIES[ApiKey.JOIN_GROUP])
+    join_v4 = _request(ApiKey.JOIN_GROUP, 4, BODIES[ApiKey.JOIN_GROUP])
+    join_v5 = _request(ApiKey.JOIN_GROUP, 5, BODIES[ApiKey.JOIN_GROUP])
     assert not hasattr(join_v4, "group_instance_id") and join_v5.group_instance_id == "inst"
-    leave_v2 = build(request_schema(ApiKey.LEAVE_GROUP, 2), BODIES[ApiKey.LEAVE_GROUP])
-    leave_v3 = build(request_schema(ApiKey.LEAVE_GROUP, 3), BODIES[ApiKey.LEAVE_GROUP])
+    leave_v2 = _request(ApiKey.LEAVE_GROUP, 2, BODIES[ApiKey.LEAVE_GROUP])
+    leave_v3 = _request(ApiKey.LEAVE_GROUP, 3, BODIES[ApiKey.LEAVE_GROUP])
     assert leave_v2.member_id == "m" and leave_v3.members[0].member_id == "m"
-    commit_v10 = build(request_schema(ApiKey.OFFSET_COMMIT, 10), BODIES[ApiKey.OFFSET_COMMIT])
+    commit_v10 = _request(ApiKey.OFFSET_COMMIT, 10, BODIES[ApiKey.OFFSET_COMMIT])
     assert commit_v10.topics[0].topic_id == TOPIC_ID
     partitions = commit_v10.topics[0].partitions
     assert [(p.partition_index, p.committed_offset, p.committed_leader_epoch,
              p.committed_metadata) for p in partitions] == [(0, 5, 3, "m"), (1, 9, -1, "")]
-    fetch_all = build(request_schema(ApiKey.OFFSET_FETCH, 8), fetch_body("g", None, {}))
+    fetch_all = _request(ApiKey.OFFSET_FETCH, 8, fetch_body("g", None, {}))
     assert fetch_all.groups[0].topics is None  # null topics: every committed partition
 
 

@@ -1,4 +1,4 @@
-"""Building kio request entities across versions."""
+"""Building kio entities across versions from plain dicts (as the client builds requests)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from moldau.client.entities import build, ms
+from moldau.protocol.entities import build, to_ms
 from moldau.protocol.messages import encode_request, request_schema
 
 FETCH = {
@@ -22,7 +22,7 @@ FETCH = {
 
 @pytest.mark.parametrize("version", range(4, 19))
 def test_fetch_builds_and_encodes_at_every_version(version: int) -> None:
-    entity = build(request_schema(1, version), FETCH)
+    entity = build(request_schema(1, version), FETCH, strict=True)
     assert entity.max_wait == datetime.timedelta(milliseconds=250)
     topic = entity.topics[0]
     if version >= 13:
@@ -35,14 +35,21 @@ def test_fetch_builds_and_encodes_at_every_version(version: int) -> None:
 
 def test_missing_required_field_names_it() -> None:
     with pytest.raises(TypeError, match="min_bytes"):
-        build(request_schema(1, 12), {k: v for k, v in FETCH.items() if k != "min_bytes"})
+        build(request_schema(1, 12), {k: v for k, v in FETCH.items() if k != "min_bytes"},
+              strict=True)
+
+
+def test_missing_required_field_takes_its_zero_value_unless_strict() -> None:
+    entity = build(request_schema(1, 12), {k: v for k, v in FETCH.items() if k != "min_bytes"})
+    assert entity.min_bytes == 0
 
 
 def test_nullable_fields_default_to_none() -> None:
-    entity = build(request_schema(20, 6), {"topics": [{"name": "x"}], "timeout": 5})
+    entity = build(request_schema(20, 6), {"topics": [{"name": "x"}], "timeout": 5},
+                   strict=True)
     assert entity.topics[0].topic_id is None
 
 
-def test_ms_helper() -> None:
-    assert ms(datetime.timedelta(seconds=2)) == 2000
-    assert ms(5) == 5
+def test_to_ms_helper() -> None:
+    assert to_ms(datetime.timedelta(seconds=2)) == 2000
+    assert to_ms(5) == 5
