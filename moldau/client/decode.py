@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from moldau.protocol.errors import RecordDecodeError
 from moldau.protocol.records import batch as B
 from moldau.protocol.records.compression import decompress
+from moldau.protocol.varint import read_record_uvarint, read_record_varint
 
 from .types import Header
 
-
-class RecordDecodeError(ValueError):
-    """A batch's records section does not decode (corrupt or truncated)."""
+# RecordDecodeError lives in the protocol layer (the record varint readers raise it) and is
+# re-exported here for the consumer's callers.
+__all__ = ["BatchColumns", "RecordDecodeError", "batch_payload", "decode_columns"]
 
 
 @dataclass(slots=True)
@@ -55,35 +57,6 @@ class BatchColumns:
         )
 
 
-def _uvarint_slow(data: bytes, pos: int) -> tuple[int, int]:
-    """An unsigned varint of any length (the raw value, before zigzag decoding)."""
-    result = 0
-    shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise RecordDecodeError("varint is longer than 10 bytes")
-
-
-def _varint_slow(data: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordDecodeError("varint is longer than 10 bytes")
-
-
 def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
     """Decode the (decompressed) records section of a batch into columns."""
     count = header.record_count
@@ -103,9 +76,9 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
     t_append = timestamps.append
     k_append = keys.append
     v_append = values.append
-    slow = _uvarint_slow
+    slow = read_record_uvarint
     pos = 0
-    # Varints are decoded inline (1-3 bytes; longer ones call _uvarint_slow): a function
+    # Varints are decoded inline (1-3 bytes; longer ones call read_record_uvarint): a function
     # call per field would double the cost of this loop, the consumer's hottest. A key or
     # value length that fits one byte (zigzag: even = length, odd = null) is read directly.
     try:
@@ -197,13 +170,13 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
             if data[pos] == 0:
                 pos += 1
             else:
-                hcount, pos = _varint_slow(data, pos)
+                hcount, pos = read_record_varint(data, pos)
                 hdrs: list[Header] = []
                 for _h in range(hcount):
-                    hklen, pos = _varint_slow(data, pos)
+                    hklen, pos = read_record_varint(data, pos)
                     hkey = data[pos : pos + hklen].decode("utf-8", "replace")
                     pos += hklen
-                    hvlen, pos = _varint_slow(data, pos)
+                    hvlen, pos = read_record_varint(data, pos)
                     if hvlen >= 0:
                         hdrs.append((hkey, data[pos : pos + hvlen]))
                         pos += hvlen

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "FrameTooLarge", "InvalidRequest", "KafkaError", "ProtocolError"]
+__all__ = ["ErrorCode", "FrameTooLarge", "InvalidRequest", "KafkaError", "ProtocolError",
+           "RecordDecodeError"]
 
 
 class ProtocolError(Exception):
@@ -21,6 +22,10 @@ class FrameTooLarge(ProtocolError):
 
 class InvalidRequest(ProtocolError):
     """A request frame whose header or body does not decode."""
+
+
+class RecordDecodeError(ValueError):
+    """A batch's records section does not decode (corrupt or truncated)."""
 
 
 class KafkaError(Exception):

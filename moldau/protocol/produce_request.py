@@ -21,6 +21,7 @@ import struct
 from typing import Any, NamedTuple
 
 from .errors import InvalidRequest
+from .varint import read_uvarint_rest as _varint
 
 __all__ = ["MAX_VERSION", "MIN_VERSION", "ProduceRequestData", "decode_produce_body",
            "decode_produce_request"]
@@ -132,21 +133,6 @@ def _decode_legacy(view: memoryview, pos: int, end: int) -> ProduceRequestData:
                 raise InvalidRequest("topic_data[].partition_data[].records has a negative length")
         topics.append((name, partitions))
     return ProduceRequestData(transactional_id, acks, timeout_ms, topics)
-
-
-def _varint(view: memoryview, pos: int, first: int) -> tuple[int, int]:
-    """The rest of an unsigned varint whose first byte (``first`` > 127) is already read."""
-    value = first & 0x7F
-    shift = 7
-    while True:
-        if shift == 35:
-            raise InvalidRequest("a varint is longer than 5 bytes")
-        byte = view[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
 
 
 def _skip_tags(view: memoryview, pos: int, end: int) -> int:

@@ -41,6 +41,7 @@ from typing import Any
 
 from .errors import InvalidRequest
 from .request_plan import Array, Blob, Fixed, Node, Struct, fixed_size, min_size, request_plan
+from .varint import read_uvarint_rest as _varint
 
 __all__ = ["body_validator", "validate_request_body", "validator_source"]
 
@@ -49,21 +50,6 @@ Walker = Callable[[Any, int, int], int]
 
 _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
-
-
-def _varint(buf: Any, pos: int, first: int) -> tuple[int, int]:
-    """The rest of an unsigned varint whose first byte (``first`` > 127) is already read."""
-    value = first & 0x7F
-    shift = 7
-    while True:
-        if shift == 35:
-            raise InvalidRequest("a varint is longer than 5 bytes")
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
 
 
 def _too_many(name: str, count: int, remaining: int) -> InvalidRequest:

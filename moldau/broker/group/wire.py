@@ -11,6 +11,8 @@ from __future__ import annotations
 import struct
 import uuid
 
+from ...protocol.varint import uvarint_bytes
+
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -45,10 +47,7 @@ class Writer:
         return self
 
     def uvarint(self, value: int) -> Writer:
-        while value > 0x7F:
-            self.buf.append((value & 0x7F) | 0x80)
-            value >>= 7
-        self.buf.append(value)
+        self.buf += uvarint_bytes(value)
         return self
 
     def uuid(self, value: uuid.UUID) -> Writer:

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import struct
 
+from ..varint import uvarint_bytes
+
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 INT64 = struct.Struct(">q")
 EMPTY_TAGS = b"\x00"
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def string(value: str | None, flexible: bool) -> bytes:
@@ -25,18 +18,18 @@ def string(value: str | None, flexible: bool) -> bytes:
         return b"\x00" if flexible else INT16.pack(-1)
     raw = value.encode("utf-8")
     if flexible:
-        return uvarint(len(raw) + 1) + raw
+        return uvarint_bytes(len(raw) + 1) + raw
     return INT16.pack(len(raw)) + raw
 
 
 def array_len(count: int | None, flexible: bool) -> bytes:
     if count is None:
         return b"\x00" if flexible else INT32.pack(-1)
-    return uvarint(count + 1) if flexible else INT32.pack(count)
+    return uvarint_bytes(count + 1) if flexible else INT32.pack(count)
 
 
 def bytes_len(length: int | None, flexible: bool) -> bytes:
     """Length prefix of a (nullable) bytes/records field."""
     if length is None:
         return b"\x00" if flexible else INT32.pack(-1)
-    return uvarint(length + 1) if flexible else INT32.pack(length)
+    return uvarint_bytes(length + 1) if flexible else INT32.pack(length)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from crc32c import crc32c
 
+from ..varint import read_record_varint, uvarint_bytes
 from . import batch as B
 from .compression import Codec, compress, decompress
 
@@ -44,25 +45,16 @@ class DecodedBatch:
         return 1 if self.header.is_log_append_time else 0
 
 
-def _uvarint_bytes(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 # Encoded unsigned varints for every value below 2**14 (one and two bytes), so the common
 # lengths and deltas are a list lookup instead of a loop: producing is per-record work.
 _VARINT_LIMIT = 1 << 14
-_VARINTS = [_uvarint_bytes(u) for u in range(_VARINT_LIMIT)]
+_VARINTS = [uvarint_bytes(u) for u in range(_VARINT_LIMIT)]
 _NULL = _VARINTS[1]  # zigzag(-1)
 
 
 def _zigzag_varint(value: int, out: bytearray) -> None:
     u = (value << 1) ^ (value >> 63)
-    out += _VARINTS[u] if u < _VARINT_LIMIT else _uvarint_bytes(u)
+    out += _VARINTS[u] if u < _VARINT_LIMIT else uvarint_bytes(u)
 
 
 def _write_bytes(data: bytes | None, out: bytearray) -> None:
@@ -70,7 +62,7 @@ def _write_bytes(data: bytes | None, out: bytearray) -> None:
         out += _NULL
     else:
         n = len(data) << 1
-        out += _VARINTS[n] if n < _VARINT_LIMIT else _uvarint_bytes(n)
+        out += _VARINTS[n] if n < _VARINT_LIMIT else uvarint_bytes(n)
         out += data
 
 
@@ -87,24 +79,24 @@ def encode_record(
     limit = _VARINT_LIMIT
     body = bytearray(b"\x00")  # attributes
     u = (timestamp_delta << 1) ^ (timestamp_delta >> 63)
-    body += varints[u] if u < limit else _uvarint_bytes(u)
+    body += varints[u] if u < limit else uvarint_bytes(u)
     u = offset_delta << 1
-    body += varints[u] if u < limit else _uvarint_bytes(u)
+    body += varints[u] if u < limit else uvarint_bytes(u)
     if key is None:
         body += _NULL
     else:
         u = len(key) << 1
-        body += varints[u] if u < limit else _uvarint_bytes(u)
+        body += varints[u] if u < limit else uvarint_bytes(u)
         body += key
     if value is None:
         body += _NULL
     else:
         u = len(value) << 1
-        body += varints[u] if u < limit else _uvarint_bytes(u)
+        body += varints[u] if u < limit else uvarint_bytes(u)
         body += value
     if headers:
         u = len(headers) << 1
-        body += varints[u] if u < limit else _uvarint_bytes(u)
+        body += varints[u] if u < limit else uvarint_bytes(u)
         for hkey, hvalue in headers:
             raw = hkey.encode("utf-8")
             _write_bytes(raw, body)
@@ -112,7 +104,7 @@ def encode_record(
     else:
         body.append(0)
     u = len(body) << 1
-    out += varints[u] if u < limit else _uvarint_bytes(u)
+    out += varints[u] if u < limit else uvarint_bytes(u)
     out += body
 
 
@@ -164,20 +156,6 @@ def build_batch(
     )
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint is too long")
-
-
 def decode_records(data: bytes, header: B.BatchHeader) -> list[Record]:
     """Decode the (already decompressed) records section of a batch."""
     records: list[Record] = []
@@ -185,7 +163,7 @@ def decode_records(data: bytes, header: B.BatchHeader) -> list[Record]:
     base_offset = header.base_offset
     base_ts = header.base_timestamp
     log_append = header.is_log_append_time
-    read = _read_varint
+    read = read_record_varint
     n = len(data)
     for _ in range(header.record_count):
         length, pos = read(data, pos)
