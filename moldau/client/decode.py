@@ -13,13 +13,13 @@ from dataclasses import dataclass
 
 from moldau.protocol.errors import RecordDecodeError
 from moldau.protocol.records import batch as B
-from moldau.protocol.records.compression import decompress
+from moldau.protocol.records.codec import batch_payload
 from moldau.protocol.varint import read_record_uvarint, read_record_varint
 
 from .types import Header
 
-# RecordDecodeError lives in the protocol layer (the record varint readers raise it) and is
-# re-exported here for the consumer's callers.
+# RecordDecodeError (raised by the record varint readers) and batch_payload (shared with
+# records.codec.decode_batch) live in the protocol layer; re-exported for the consumer's callers.
 __all__ = ["BatchColumns", "RecordDecodeError", "batch_payload", "decode_columns"]
 
 
@@ -208,11 +208,3 @@ def decode_columns(data: bytes, header: B.BatchHeader) -> BatchColumns:
         offsets, timestamps, keys, values, all_headers,
         header.producer_id, header.is_transactional,
     )
-
-
-def batch_payload(buf: bytes | memoryview, pos: int, header: B.BatchHeader) -> bytes:
-    """The records section of the batch at ``pos``, decompressed."""
-    raw = buf[pos + B.HEADER_SIZE : pos + header.size]
-    if header.compression:
-        return decompress(header.compression, raw)
-    return bytes(raw)

@@ -205,12 +205,16 @@ def decode_records(data: bytes, header: B.BatchHeader) -> list[Record]:
     return records
 
 
+def batch_payload(buf: bytes | bytearray | memoryview, pos: int, header: B.BatchHeader) -> bytes:
+    """The records section of the batch at ``pos`` (with its ``header``), decompressed."""
+    raw = memoryview(buf)[pos + B.HEADER_SIZE : pos + header.size]
+    return decompress(header.compression, raw) if header.compression else bytes(raw)
+
+
 def decode_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> DecodedBatch:
     """Decode the batch at ``pos`` (header, decompression, records)."""
     header = B.read_header(buf, pos)
-    raw = memoryview(buf)[pos + B.HEADER_SIZE : pos + header.size]
-    data = decompress(header.compression, raw) if header.compression else bytes(raw)
-    return DecodedBatch(header, decode_records(data, header))
+    return DecodedBatch(header, decode_records(batch_payload(buf, pos, header), header))
 
 
 def iter_decoded(
