@@ -53,18 +53,19 @@ ROWS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
      lambda b: _rate(b.get("W1"))),
     ("", "producer latency p50 / p99 ms",
      lambda b: f"{_ms(b, 'W1', 'latency_ms', 'p50')} / {_ms(b, 'W1', 'latency_ms', 'p99')}"),
-    ("", "broker CPU-s per GB (CPU use)",
-     lambda b: f"{_get(b, 'W1', 'broker_cpu_s_per_gb') or '-'} "
-               f"({_pct(_get(b, 'W1', 'broker', 'cpu_util'))})"),
+    ("", "broker CPU-s per GB ingested",
+     lambda b: f"{_get(b, 'W1', 'broker_cpu_s_per_gb') or '-'}"),
+    ("", "CPU use: broker / all client processes", lambda b: _cpu(b.get("W1"))),
     ("W2 produce 1 KiB, 6 partitions, acks=all", "records/s (MB/s)",
      lambda b: _rate(b.get("W2"))),
-    ("", "broker CPU-s per GB (CPU use)",
-     lambda b: f"{_get(b, 'W2', 'broker_cpu_s_per_gb') or '-'} "
-               f"({_pct(_get(b, 'W2', 'broker', 'cpu_util'))})"),
+    ("", "broker CPU-s per GB ingested",
+     lambda b: f"{_get(b, 'W2', 'broker_cpu_s_per_gb') or '-'}"),
+    ("", "CPU use: broker / all client processes", lambda b: _cpu(b.get("W2"))),
     ("W3 consume 2,000,000 x 100 B", "records/s (MB/s)", lambda b: _rate(b.get("W3"))),
-    ("", "broker CPU use", lambda b: _pct(_get(b, "W3", "broker", "cpu_util"))),
+    ("", "CPU use: broker / all client processes", lambda b: _cpu(b.get("W3"))),
     ("W4 end-to-end, 10,000 msg/s x 1 KiB", "p50 / p99 / p99.9 ms",
      lambda b: " / ".join(_ms(b, "W4", "end_to_end_ms", p) for p in ("p50", "p99", "p99.9"))),
+    ("", "CPU use: broker / all client processes", lambda b: _cpu(b.get("W4"))),
     ("W5 OMB 1 topic x 100 partitions, 1 KiB, acks=all, 50,000 msg/s", "achieved msg/s",
      lambda b: f"{_get(b, 'W5', 'achieved_rate') or 0:,.0f}" if "W5" in b else "-"),
     ("", "publish p50 / p99 ms",
@@ -72,9 +73,13 @@ ROWS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
     ("", "end-to-end p50 / p99 ms",
      lambda b: f"{_ms(b, 'W5', 'end_to_end_ms', 'p50')} / "
                f"{_ms(b, 'W5', 'end_to_end_ms', 'p99')}"),
-    ("W6 = W1 with 1 partition", "records/s (% of W1)", lambda b: _w6(b, "1")),
-    ("W6 = W1 with 100 partitions", "records/s (% of W1)", lambda b: _w6(b, "100")),
-    ("W6 = W1 with 1,000 partitions", "records/s (% of W1)", lambda b: _w6(b, "1000")),
+    ("", "CPU use: broker / all client processes", lambda b: _cpu(b.get("W5"))),
+    ("W6 = W1 with 1 partition", "records/s, % of W1 (CPU broker / clients)",
+     lambda b: _w6(b, "1")),
+    ("W6 = W1 with 100 partitions", "records/s, % of W1 (CPU broker / clients)",
+     lambda b: _w6(b, "100")),
+    ("W6 = W1 with 1,000 partitions", "records/s, % of W1 (CPU broker / clients)",
+     lambda b: _w6(b, "1000")),
     ("1,000 idle connections", "broker RSS before → with (MB)",
      lambda b: f"{_get(b, 'idle', 'rss_before_mb')} → {_get(b, 'idle', 'rss_with_mb')}"
      if "idle" in b else "-"),
@@ -83,8 +88,14 @@ ROWS: list[tuple[str, str, Callable[[dict[str, Any]], str]]] = [
 ]
 
 
-def _pct(v: Any) -> str:
-    return "-" if v is None else f"{v * 100:.0f}% of a core"
+def _cpu(r: Any) -> str:
+    """Broker and client CPU over the run, as shares of one core."""
+    if not isinstance(r, dict) or "broker" not in r:
+        return "-"
+    wall = r["broker"]["wall_s"] or 1
+    client = r.get("client_cpu_s")
+    client_s = f"{client / wall * 100:.0f}%" if client is not None else "-"
+    return f"{r['broker']['cpu_util'] * 100:.0f}% / {client_s}"
 
 
 def _w6(b: dict[str, Any], parts: str) -> str:
@@ -93,7 +104,7 @@ def _w6(b: dict[str, Any], parts: str) -> str:
     if not isinstance(r, dict) or "error" in r:
         return _rate(r)
     share = f", {r['records_per_s'] / base * 100:.0f}%" if base else ""
-    return f"{r['records_per_s']:,.0f}{share}"
+    return f"{r['records_per_s']:,.0f}{share} (CPU {_cpu(r)})"
 
 
 def markdown(result: dict[str, Any]) -> str:

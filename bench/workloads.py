@@ -7,6 +7,7 @@ produce request carries every partition: that is what W6 scales.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,12 @@ class Sizes:
     processes: int = 2
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's reaped children (the perf worker processes)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def _cfg(broker: BenchBroker, base: dict[str, str]) -> dict[str, str]:
     out = dict(base)
     out["bootstrap.servers"] = broker.bootstrap
@@ -58,10 +65,12 @@ def produce_run(broker: BenchBroker, topic: str, partitions: int, records: int, 
     if create:
         create_topic(broker.bootstrap, topic, partitions)
     opts = ProduceOptions(topic, records, size, _cfg(broker, config), processes=processes)
+    cpu0 = _children_cpu()
     with Sampler(broker.pid) as sampler:
         result = run_produce(opts)
     assert sampler.usage is not None
     out = result.to_json()
+    out["client_cpu_s"] = round(_children_cpu() - cpu0, 2)
     out.pop("workers", None)
     out["partitions"] = partitions
     out["record_size"] = size
@@ -89,10 +98,12 @@ def w3(broker: BenchBroker, sizes: Sizes) -> dict[str, Any]:
     time.sleep(0.5)
     opts = ConsumeOptions("w3", sizes.w3_records, {"bootstrap.servers": broker.bootstrap},
                           assign=True, timeout_ms=30_000, processes=sizes.processes)
+    cpu0 = _children_cpu()
     with Sampler(broker.pid) as sampler:
         result = run_consume(opts)
     assert sampler.usage is not None
     out = result.to_json()
+    out["client_cpu_s"] = round(_children_cpu() - cpu0, 2)
     out.pop("workers", None)
     out["broker"] = sampler.usage.to_json()
     out["prefill_records_per_s"] = fill["records_per_s"]
@@ -105,10 +116,12 @@ def e2e_run(broker: BenchBroker, topic: str, partitions: int, rate: float, secon
     opts = E2EOptions(topic, rate, seconds, 1024, _cfg(broker, producer),
                       {"bootstrap.servers": broker.bootstrap}, processes=processes,
                       warmup_s=warmup_s)
+    cpu0 = _children_cpu()
     with Sampler(broker.pid) as sampler:
         result = run_e2e(opts)
     assert sampler.usage is not None
     out = result.to_json()
+    out["client_cpu_s"] = round(_children_cpu() - cpu0, 2)
     out["partitions"] = partitions
     out["target_rate"] = rate
     out["broker"] = sampler.usage.to_json()
