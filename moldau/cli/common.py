@@ -46,6 +46,8 @@ from moldau.client.config import KINDS, parse_servers
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
+from .runtime import run_loop
+
 DEFAULT_TIMEOUT_S = 30.0
 
 # Java-client settings that command-config files commonly carry and that do not apply here
@@ -498,13 +500,7 @@ def run(coro_factory: Callable[[], Coroutine[Any, Any, int | None]], name: str,
     """
     _install_client_log(name)
     try:
-        try:
-            import uvloop
-
-            result = uvloop.run(coro_factory())
-        except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-            result = asyncio.run(coro_factory())
-        return int(result or 0)
+        return int(run_loop(coro_factory()) or 0)
     except CliError as exc:
         prefix = name if exc.exit_code == 2 else (error_prefix or name)
         print(f"{prefix}: {exc}", file=sys.stderr)

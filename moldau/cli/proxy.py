@@ -29,6 +29,7 @@ from ..client.address_map import AddressMap
 from ..client.config import parse_servers
 from ..client.errors import ConfigError
 from ..proxy import PortPlan, ProxyConfig, ProxyError, ProxyServer
+from .runtime import add_log_level_option, configure_logging, run_loop
 
 log = logging.getLogger("moldau.proxy")
 
@@ -72,8 +73,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                              "(default 30000)")
     parser.add_argument("--json", action="store_true",
                         help="print a JSON status line at start (and one per change)")
-    parser.add_argument("--log-level", default="INFO",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_log_level_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -136,11 +136,7 @@ async def _run(config: ProxyConfig, emit: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     try:
         config = build_config(args)
     except (ConfigError, ProxyError) as exc:
@@ -152,10 +148,4 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(json.dumps(event) + "\n")
             sys.stdout.flush()
 
-    try:
-        import uvloop
-
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        runner = asyncio.run
-    return runner(_run(config, emit))
+    return run_loop(_run(config, emit))

@@ -16,6 +16,7 @@ import signal
 import sys
 
 from ..broker.config import ConfigError, load_config
+from .runtime import add_log_level_option, configure_logging, run_loop
 
 log = logging.getLogger("moldau.serve")
 
@@ -30,8 +31,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                         help="server.properties file; embedded defaults when omitted")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (repeatable)")
-    parser.add_argument("--log-level", default="INFO",
-                        choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    add_log_level_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -56,21 +56,11 @@ async def _serve(config: object) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=getattr(logging, args.log_level),
-        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)",
-        stream=sys.stderr,
-    )
+    configure_logging(args.log_level)
     path = args.config_flag or args.config
     try:
         config = load_config(path, args.override)
     except ConfigError as exc:
         print(f"moldau serve: {exc}", file=sys.stderr)
         return 2
-    try:
-        import uvloop
-
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
-        runner = asyncio.run
-    return runner(_serve(config))
+    return run_loop(_serve(config))
