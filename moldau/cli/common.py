@@ -124,14 +124,15 @@ def add_connection_options(
              "'kafka0=localhost'. For brokers behind NAT or inside Docker.",
     )
     group.add_argument(
-        "--timeout", dest="timeout", type=_positive_float, default=DEFAULT_TIMEOUT_S,
+        "--timeout", dest="timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
         help=f"give up reaching the cluster, or waiting for an operation, after this many "
              f"seconds (default {DEFAULT_TIMEOUT_S:g})",
     )
 
 
-def _positive_float(text: str) -> float:
+def positive_seconds(text: str) -> float:
+    """argparse ``type`` of a ``--timeout SECONDS`` option: a number greater than 0."""
     try:
         value = float(text)
     except ValueError:

@@ -20,6 +20,8 @@ from moldau.client import AddressMap, ConfigError
 from moldau.client.config import parse_servers
 from moldau.doctor import diagnose, observe, render_json, render_text
 
+from .common import positive_seconds
+
 DEFAULT_TIMEOUT_S = 5.0
 
 
@@ -41,22 +43,12 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         help="check as a moldau client with this broker.address.map would connect "
              "(e.g. '10.0.0.5:9092=203.0.113.7:19092')")
     parser.add_argument(
-        "--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+        "--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
         help=f"time limit for each name lookup, connection and request "
              f"(default {DEFAULT_TIMEOUT_S:g})")
     parser.add_argument("--json", action="store_true",
                         help="print the observations and findings as JSON")
     parser.set_defaults(func=run)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0, not {text}")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:
