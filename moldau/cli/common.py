@@ -215,6 +215,22 @@ def load_properties(path: str, what: str) -> dict[str, str]:
         raise CliError(f"cannot read {what} {path}: {exc.strerror or exc}", 2) from None
 
 
+def format_properties(items: list[str], path: str | None, file_flag: str,
+                      known: tuple[str, ...], tool: str) -> dict[str, str]:
+    """A console tool's ``--property`` settings (``items``) over those of the properties file
+    ``path`` given with ``file_flag`` (e.g. ``--formatter-config``); keys not in ``known`` get
+    a warning on stderr (and are left for the formatter or reader to ignore)."""
+    props: dict[str, str] = {}
+    if path:
+        props.update(load_properties(path, file_flag))
+    props.update(key_values(items, "--property"))
+    for key in props:
+        if key not in known:
+            print(f"moldau {tool}: warning: ignoring unknown --property {key!r} (known: "
+                  f"{', '.join(known)})", file=sys.stderr)
+    return props
+
+
 # --- client configuration -----------------------------------------------------------------
 
 

@@ -33,6 +33,7 @@ from .common import (
     add_tool_parser,
     client_config,
     describe_error,
+    format_properties,
     key_values,
     load_properties,
     open_bootstrap,
@@ -173,15 +174,9 @@ def consumer_group(args: argparse.Namespace) -> str | None:
 
 
 def formatter_from_args(args: argparse.Namespace) -> MessageFormatter:
-    props: dict[str, str] = {}
-    if args.formatter_config:
-        props.update(load_properties(args.formatter_config, "--formatter-config"))
-    props.update(key_values(args.property, "--property"))
-    for key in props:
-        if key not in PROPERTIES:
-            print(f"moldau consume: warning: ignoring unknown --property {key!r} (known: "
-                  f"{', '.join(PROPERTIES)})", file=sys.stderr)
-    return MessageFormatter.from_properties(props)
+    return MessageFormatter.from_properties(
+        format_properties(args.property, args.formatter_config, "--formatter-config",
+                          PROPERTIES, "consume"))
 
 
 # --- consuming ----------------------------------------------------------------------------

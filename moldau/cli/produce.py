@@ -30,8 +30,8 @@ from .common import (
     add_tool_parser,
     client_config,
     describe_error,
+    format_properties,
     key_values,
-    load_properties,
     probe_topic,
     run,
 )
@@ -123,14 +123,8 @@ def producer_overrides(args: argparse.Namespace) -> dict[str, str]:
 
 
 def reader_from_args(args: argparse.Namespace) -> LineReader:
-    props: dict[str, str] = {}
-    if args.reader_config:
-        props.update(load_properties(args.reader_config, "--reader-config"))
-    props.update(key_values(args.property, "--property"))
-    for key in props:
-        if key not in PROPERTIES:
-            print(f"moldau produce: warning: ignoring unknown --property {key!r} (known: "
-                  f"{', '.join(PROPERTIES)})", file=sys.stderr)
+    props = format_properties(args.property, args.reader_config, "--reader-config", PROPERTIES,
+                              "produce")
     try:
         return LineReader.from_properties(props)
     except ReaderError as exc:
