@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any
 
-from moldau.client import AdminClient, ConfigResource, NewTopic, TopicInfo
+from moldau.client import AdminClient, BrokerError, ConfigResource, NewTopic, TopicInfo
 from moldau.protocol.errors import ErrorCode
 
 from .common import (
@@ -304,11 +304,8 @@ async def _alter(admin: AdminClient, args: argparse.Namespace) -> int:
     if args.replica_assignment:
         raise CliError("--replica-assignment with --alter is not supported yet; Moldau places "
                        "new partitions itself")
-    results = await admin.create_partitions({n: args.partitions for n in names},
-                                            raise_errors=False)
-    failed = [broker_message(e, n) for n, e in results.items() if e is not None]
-    if failed:
-        raise CliError("; ".join(failed))
+    _raise_failures(await admin.create_partitions({n: args.partitions for n in names},
+                                                  raise_errors=False))
     return 0
 
 
@@ -316,11 +313,15 @@ async def _delete(admin: AdminClient, args: argparse.Namespace) -> int:
     names, _infos = await _topics(admin, args)
     if not names:
         return 0
-    results = await admin.delete_topics(names, raise_errors=False)
+    _raise_failures(await admin.delete_topics(names, raise_errors=False))
+    return 0
+
+
+def _raise_failures(results: dict[str, BrokerError | None]) -> None:
+    """One CliError naming every topic the broker refused, with its reason."""
     failed = [broker_message(e, n) for n, e in results.items() if e is not None]
     if failed:
         raise CliError("; ".join(failed))
-    return 0
 
 
 async def _list(admin: AdminClient, args: argparse.Namespace) -> int:
