@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import difflib
 import logging
 import os
@@ -28,12 +29,13 @@ import re
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
 from moldau.client import (
     AddressMap,
+    AdminClient,
     AdminError,
     BrokerConnection,
     BrokerError,
@@ -337,6 +339,32 @@ async def check_bootstrap(args: argparse.Namespace) -> None:
     conn = await open_bootstrap(args)
     conn.close()
     await conn.wait_closed()
+
+
+@contextlib.asynccontextmanager
+async def admin_client(args: argparse.Namespace, client_id: str) -> AsyncIterator[AdminClient]:
+    """An AdminClient from the tool's connection options (``client.id`` defaults to
+    ``client_id``), opened once a bootstrap server has answered (:func:`check_bootstrap`)."""
+    config = client_config(args, "admin", defaults={"client.id": client_id})
+    await check_bootstrap(args)
+    async with AdminClient(config) as admin:
+        yield admin
+
+
+AdminAction = Callable[[AdminClient, argparse.Namespace], Coroutine[Any, Any, int]]
+
+
+def run_admin_action(args: argparse.Namespace, actions: Mapping[str, AdminAction], *,
+                     client_id: str, name: str, error_prefix: str) -> int:
+    """Run the action whose flag is set in ``args`` (the caller has checked there is exactly
+    one) with an :func:`admin_client`; exit code and errors as :func:`run` gives them."""
+
+    async def go() -> int:
+        async with admin_client(args, client_id) as admin:
+            action = next(a for a in actions if getattr(args, a))
+            return await actions[action](admin, args)
+
+    return run(go, name, error_prefix)
 
 
 async def probe_topic(args: argparse.Namespace, topic: str, *, create: bool) -> int:

@@ -26,8 +26,7 @@ from .common import (
     CliError,
     add_connection_options,
     add_tool_parser,
-    check_bootstrap,
-    client_config,
+    admin_client,
     load_properties,
     run,
 )
@@ -263,9 +262,7 @@ def main(args: argparse.Namespace) -> int:
         if args.alter and name is None:
             raise CliError("--entity-name or --entity-default must be specified with each "
                            "--entity-type for --alter", 2)
-        config = client_config(args, "admin", defaults={"client.id": "moldau-configs"})
-        await check_bootstrap(args)
-        async with AdminClient(config) as admin:
+        async with admin_client(args, "moldau-configs") as admin:
             if args.describe:
                 return await _describe(admin, args, kind, name)
             assert name is not None

@@ -28,9 +28,7 @@ from .common import (
     add_connection_options,
     add_tool_parser,
     broker_message,
-    check_bootstrap,
-    client_config,
-    run,
+    run_admin_action,
 )
 from .groups_format import (
     clamp,
@@ -401,14 +399,8 @@ def main(args: argparse.Namespace) -> int:
     problem = check_args(args)
     if problem:
         args.parser.error(problem)
-
-    async def go() -> int:
-        config = client_config(args, "admin", defaults={"client.id": "moldau-groups"})
-        await check_bootstrap(args)
-        async with AdminClient(config) as admin:
-            handlers = {"list": _list, "describe": _describe, "delete": _delete,
-                        "reset_offsets": _reset_offsets, "delete_offsets": _delete_offsets}
-            action = next(a for a in ACTIONS if getattr(args, a))
-            return await handlers[action](admin, args)
-
-    return run(go, "moldau groups", "Error: Executing consumer group command failed due to")
+    return run_admin_action(
+        args, {"list": _list, "describe": _describe, "delete": _delete,
+               "reset_offsets": _reset_offsets, "delete_offsets": _delete_offsets},
+        client_id="moldau-groups", name="moldau groups",
+        error_prefix="Error: Executing consumer group command failed due to")

@@ -30,10 +30,8 @@ from .common import (
     add_connection_options,
     add_tool_parser,
     broker_message,
-    check_bootstrap,
-    client_config,
     parse_key_value,
-    run,
+    run_admin_action,
 )
 
 ERROR_PREFIX = "Error while executing topic command "
@@ -335,15 +333,8 @@ def main(args: argparse.Namespace) -> int:
     problem = check_args(args)
     if problem:
         args.parser.error(problem)
-
-    async def go() -> int:
-        config = client_config(args, "admin", defaults={"client.id": "moldau-topics"})
-        await check_bootstrap(args)
-        async with AdminClient(config) as admin:
-            handlers = {"create": _create, "list": _list, "describe": _describe,
-                        "alter": _alter, "delete": _delete}
-            action = next(a for a in ACTIONS if getattr(args, a))
-            return await handlers[action](admin, args)
-
-    return run(go, "moldau topics", ERROR_PREFIX)
+    return run_admin_action(
+        args, {"create": _create, "list": _list, "describe": _describe, "alter": _alter,
+               "delete": _delete},
+        client_id="moldau-topics", name="moldau topics", error_prefix=ERROR_PREFIX)
 
