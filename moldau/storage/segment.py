@@ -40,8 +40,11 @@ from .names import (
 from .scan import MIN_BATCH_LENGTH, BatchScanner
 
 _WALK_CHUNK = 16 << 10
-# Reads at least this large come from a memory map instead of pread (no copy).
+# Reads at least this large come from a memory map instead of pread (no copy), if the
+# current mapping covers them; a growing segment is remapped (mmap + munmap) only for reads of
+# MMAP_REMAP_MIN or more (catching up), not for every read near its tail.
 MMAP_READ_MIN = 64 << 10
+MMAP_REMAP_MIN = 1 << 20
 _WALK = struct.Struct(">qi")
 _DELTA = struct.Struct(">i")
 
@@ -297,7 +300,8 @@ class Segment:
         rel = pos - buf_start
         if rel + n <= len(buf):
             data: bytes | memoryview = memoryview(buf)[rel:rel + n]
-        elif n >= MMAP_READ_MIN:
+        elif n >= MMAP_READ_MIN and (pos + n <= self._map_len or n >= MMAP_REMAP_MIN
+                                     or not self.active):
             data = self._mapped(pos, n)
         else:
             data = self._fs.pread(self.fd, n, pos)
