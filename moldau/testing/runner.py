@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from .processes import child_env, kill, terminate
 
 _STARTED = re.compile(
     r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<listeners>[^ ,]+(?:, [^ ,]+)*)"
@@ -82,9 +83,7 @@ class BrokerProcess:
     def start(self, timeout: float = 30.0, *, extra_args: list[str] | None = None) -> BrokerProcess:
         text = self.config_text if self.config_text is not None else _properties(self.settings)
         self.config_path.write_text(text)
-        env = dict(os.environ)
-        env.update(self.env)
-        env.setdefault("PYTHONUNBUFFERED", "1")
+        env = child_env(self.env)
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         start_at = self.log_path.stat().st_size
         self.proc = subprocess.Popen(
@@ -115,22 +114,14 @@ class BrokerProcess:
         """SIGTERM and wait (clean shutdown)."""
         if self.proc is None:
             return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        code = self.proc.returncode
+        code = terminate(self.proc, timeout)
         self.proc = None
         return code
 
     def kill(self) -> None:
         """kill -9."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc is not None:
+            kill(self.proc)
         self.proc = None
 
     def log_text(self) -> str:

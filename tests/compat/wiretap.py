@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import struct
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from moldau.testing.processes import free_port
 from moldau.testing.runner import BrokerProcess
 
 from .endpoint import KafkaEndpoint, restart_in_place
@@ -115,19 +115,13 @@ class WireTap:
             writer.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def tapped_endpoint(settings: Mapping[str, Any]) -> Iterator[KafkaEndpoint]:
     """A ``moldau serve`` subprocess behind a :class:`WireTap`; the broker advertises the
     tap's address."""
     tap = WireTap().start()
     try:
-        broker_port = _free_port()
+        broker_port = free_port()
         with BrokerProcess(settings={
             **settings,
             "listeners": f"PLAINTEXT://127.0.0.1:{broker_port}",

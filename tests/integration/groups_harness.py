@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from moldau.testing.processes import kill, terminate
+
 REPO = Path(__file__).resolve().parents[2]
 JS_DIR = REPO / "tests" / "compat" / "js"
 PYTHON_CLIENTS = ("confluent", "kafka-python", "aiokafka")
@@ -250,17 +252,10 @@ class Worker:
     def kill(self) -> None:
         """kill -9."""
         self.killed_at = time.time()
-        self.proc.kill()
-        self.proc.wait()
+        kill(self.proc)
 
     def stop(self, timeout: float = 20) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        terminate(self.proc, timeout)
 
     def log(self) -> str:
         if self.stderr_path is not None and self.stderr_path.exists():

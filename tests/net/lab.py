@@ -46,6 +46,8 @@ from typing import Any
 
 import pytest
 
+from moldau.testing.processes import terminate
+
 ROOT = Path(__file__).resolve().parents[2]
 INNER_ENV = "MOLDAU_NETLAB_INNER"
 OUTER_NET_ENV = "MOLDAU_NETLAB_OUTER_NETNS"
@@ -311,13 +313,7 @@ class Lab:
 
     def stop(self, proc: subprocess.Popen[bytes], timeout: float = 10) -> None:
         """SIGTERM (then SIGKILL) one process this lab started."""
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        terminate(proc, timeout)
 
     def close(self) -> None:
         """Stop every process, delete every namespace and the temporary files."""

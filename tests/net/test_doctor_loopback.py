@@ -21,15 +21,10 @@ import pytest
 
 from moldau.client import AddressMap
 from moldau.doctor import Outcome, diagnose, observe, render_text
+from moldau.testing.processes import free_port
 from moldau.testing.runner import InProcessBroker
 
 TIMEOUT_S = 2.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

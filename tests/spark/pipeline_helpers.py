@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.client import SyncConsumer, SyncProducer
+from moldau.testing.processes import free_port, terminate
 
 KNOWN = {"c0": {"segment": "gold", "region": "north"},
          "c1": {"segment": "silver", "region": "south"},
@@ -79,12 +78,6 @@ def check_tags(tags: list[dict[str, Any]], source_topic: str, count: int) -> Non
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", t["source"]["timestamp"])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class Standalone:
     """A Spark standalone master and one worker, started from the pyspark installation."""
@@ -96,13 +89,7 @@ class Standalone:
 
     def stop(self) -> None:
         for proc in (self.worker, self.master):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
+            terminate(proc, 20)
 
 
 def _wait_for(path: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: float) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -95,13 +94,6 @@ def moldau_many(*calls: list[str] | tuple[list[str], str | bytes | None],
 def unique(prefix: str) -> str:
     """A topic or group name not used by any other test of the session."""
     return f"{prefix}-{os.getpid()}-{next(_names)}"
-
-
-def free_port() -> int:
-    """A port nothing listens on now (bound and released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def kcat(*args: str, stdin: str | None = None, timeout: float = 30) -> str:

@@ -11,9 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from moldau.testing.processes import free_port
 from moldau.testing.runner import BrokerProcess
 
-from .conftest import free_port, kcat, moldau, moldau_many, unique
+from .conftest import kcat, moldau, moldau_many, unique
 
 
 def test_metadata_matches_kcat(bootstrap: str) -> None:
