@@ -10,7 +10,6 @@ each partition's buffer; :func:`take_batches` decodes them when the application 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import struct
 import time
@@ -26,6 +25,7 @@ from .errors import BrokerError, OffsetOutOfRangeError, RecordCorruptError
 from .leaders import list_offsets
 from .retry import backoff_ms, wait_event
 from .subscription import EARLIEST, FetchedData, PartitionState, SubscriptionState
+from .tasks import cancel_and_wait, spawn
 from .types import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -61,17 +61,7 @@ class Fetcher:
         self._wakeup.set()
 
     async def close(self) -> None:
-        tasks = [t for t in (self._task, *self._tasks) if t is not None]
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        await cancel_and_wait([self._task, *self._tasks])
 
     # --- manager --------------------------------------------------------------------------
 
@@ -85,7 +75,7 @@ class Fetcher:
         """Start resets and fetches that can run now; return seconds until the next look."""
         if self.subs.needs_position() and not self._resetting:
             self._resetting = True
-            self._spawn(self._reset_positions())
+            spawn(self._tasks, self._reset_positions())
         now = time.monotonic()
         by_node: dict[int, list[PartitionState]] = {}
         unknown_leader = False
@@ -104,13 +94,14 @@ class Fetcher:
         if unknown_leader or (self.cluster.metadata_stale() and not self._refreshing):
             self.cluster.add_topics(self.subs.topics())
             self._refreshing = True
-            self._spawn(self._refresh())
+            spawn(self._tasks, self._refresh())
             retry_in = min(retry_in, self.config["retry.backoff.ms"] / 1000)
         for node, states in by_node.items():
             self._busy_nodes.add(node)
             for s in states:
                 s.in_flight = True
-            self._spawn(self._fetch(node, [(s, s.generation, s.fetch_offset) for s in states]))
+            spawn(self._tasks,
+                  self._fetch(node, [(s, s.generation, s.fetch_offset) for s in states]))
         return retry_in
 
     async def _refresh(self) -> None:
@@ -238,7 +229,7 @@ class Fetcher:
                 attempt, self.config["retry.backoff.ms"], self.config["retry.backoff.max.ms"]
             ) / 1000
         if refresh:
-            self._spawn(self._refresh())
+            spawn(self._tasks, self._refresh())
         log.debug("fetch of %s backs off after %s", tps, exc)
 
     def _handle_response(self, response: Any, generations: dict[TopicPartition, int],

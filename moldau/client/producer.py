@@ -32,6 +32,7 @@ from .errors import (
 )
 from .partitioner import StickyPartitioner, partition_for_key
 from .retry import backoff_ms, call_with_retries, wait_event
+from .tasks import spawn
 from .types import Header, RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -200,9 +201,7 @@ class Producer:
             self._append(topic, partition, key_b, value_b, hdrs, ts, future)
         else:
             self._awaiting_metadata[topic] = [(partition, key_b, value_b, hdrs, ts, future)]
-            task = loop.create_task(self._append_after_metadata(topic))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            spawn(self._tasks, self._append_after_metadata(topic))
         return future
 
     async def send_and_wait(self, topic: str, value: bytes | str | None,
@@ -319,7 +318,7 @@ class Producer:
                 now = time.monotonic()
                 if self.cluster.metadata_stale() and not self._refreshing:
                     self._refreshing = True
-                    self._spawn(self._refresh_metadata())
+                    spawn(self._tasks, self._refresh_metadata())
                 self._expire(now)
                 ready, next_time = self.accumulator.ready(now)
                 sent_any = self._drain(ready)
@@ -368,7 +367,7 @@ class Producer:
                 continue
             by_node.setdefault(leader, []).append(tp)
         if refresh:
-            self._spawn(self._refresh_metadata())
+            spawn(self._tasks, self._refresh_metadata())
         sent = False
         for node, tps in by_node.items():
             if self._in_flight_per_node.get(node, 0) >= max_in_flight:
@@ -388,14 +387,9 @@ class Producer:
                     self.accumulator.in_flight.add(tp)
             if batches:
                 self._in_flight_per_node[node] = self._in_flight_per_node.get(node, 0) + 1
-                self._spawn(self._send_request(node, batches))
+                spawn(self._tasks, self._send_request(node, batches))
                 sent = True
         return sent
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _refresh_metadata(self) -> None:
         try:
@@ -500,9 +494,9 @@ class Producer:
         reset = code in _RESET_PRODUCER_ERRORS and self.idempotent
         retriable = reset or bool(getattr(exc, "retriable", False))
         if code in STALE_METADATA_ERRORS or not isinstance(exc, BrokerError):
-            self._spawn(self._refresh_metadata())
+            spawn(self._tasks, self._refresh_metadata())
         if reset:
-            self._spawn(self._reset_producer_id())
+            spawn(self._tasks, self._reset_producer_id())
         for b in batches:
             b.attempts += 1
             if (

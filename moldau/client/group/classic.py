@@ -23,7 +23,6 @@ How a member goes round (driven from ``poll()``, as in the Java client):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 import time
@@ -35,6 +34,7 @@ from moldau.protocol.errors import ErrorCode
 
 from ..errors import BrokerError, ConfigError
 from ..retry import backoff_ms, wait_event
+from ..tasks import cancel_and_wait
 from ..types import TopicPartition
 from . import requests
 from .assignors import is_cooperative, make_assignors
@@ -465,13 +465,9 @@ class ClassicMember(GroupMember):
         self.state = State.UNJOINED
 
     async def _stop_tasks(self) -> None:
-        tasks = [t for t in (self._join_task, *self._tasks) if t is not None]
+        tasks = [self._join_task, *self._tasks]
         self._join_task, self._tasks = None, []
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(tasks)
 
     async def unsubscribe(self) -> None:
         """Give every partition up, leave the group and stop."""

@@ -32,6 +32,7 @@ from moldau.protocol.errors import ErrorCode
 
 from ..errors import BrokerError
 from ..retry import backoff_ms, wait_event
+from ..tasks import cancel_and_wait
 from ..types import TopicPartition
 from . import requests
 from .coordinator import COORDINATOR_ERRORS
@@ -267,10 +268,7 @@ class ConsumerProtocolMember(GroupMember):
 
     async def _stop(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await cancel_and_wait([task])
 
     async def unsubscribe(self) -> None:
         await self._stop()
