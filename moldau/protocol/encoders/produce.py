@@ -22,11 +22,55 @@ class PartitionProduceResult(NamedTuple):
     record_errors: Sequence[tuple[int, str | None]] = ()
 
 
+def _partition_layout(version: int) -> tuple[struct.Struct, bytes]:
+    """The fixed fields of one partition response and the constant bytes after them when it
+    has no record errors and no error message."""
+    flexible = version >= 9
+    fields = ">ihqq" + ("q" if version >= 5 else "")
+    tail = b""
+    if version >= 8:
+        tail = array_len(0, flexible) + string(None, flexible)
+    if flexible:
+        tail += EMPTY_TAGS
+    return struct.Struct(fields), tail
+
+
+_LAYOUTS = {v: _partition_layout(v) for v in range(3, 12)}
+# Encoded "one topic named X with one partition" heads, per (version, topic).
+_HEADS: dict[tuple[int, str], bytes] = {}
+_HEADS_MAX = 4096
+
+
+def _single(version: int, name: str, p: PartitionProduceResult, throttle_ms: int) -> bytes:
+    """The common response: one topic, one partition, no error text (a librdkafka producer
+    sends one partition per request)."""
+    flexible = version >= 9
+    head = _HEADS.get((version, name))
+    if head is None:
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        head = _HEADS[(version, name)] = (array_len(1, flexible) + string(name, flexible)
+                                          + array_len(1, flexible))
+    fields, tail = _LAYOUTS[version]
+    if version >= 5:
+        part = fields.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms,
+                           p.log_start_offset)
+    else:
+        part = fields.pack(p.index, p.error_code, p.base_offset, p.log_append_time_ms)
+    if flexible:
+        return head + part + tail + EMPTY_TAGS + INT32.pack(throttle_ms) + EMPTY_TAGS
+    return head + part + tail + INT32.pack(throttle_ms)
+
+
 def encode_produce_response(
     version: int,
     topics: Sequence[tuple[str, Sequence[PartitionProduceResult]]],
     throttle_ms: int = 0,
 ) -> bytes:
+    if len(topics) == 1 and len(topics[0][1]) == 1 and version in _LAYOUTS:
+        p = topics[0][1][0]
+        if p.error_message is None and not p.record_errors:
+            return _single(version, topics[0][0], p, throttle_ms)
     flexible = version >= 9
     out = [array_len(len(topics), flexible)]
     for name, partitions in topics:

@@ -67,3 +67,23 @@ def test_fetch_response_matches_kio(version: int) -> None:
     }
     expected = encode_body(build(response_schema(1, version), data))
     assert ours == expected
+
+
+@pytest.mark.parametrize("version", range(3, 12))
+@pytest.mark.parametrize("partition", [
+    PartitionProduceResult(3, 0, 1_000_000, -1, 12),
+    PartitionProduceResult(0, 6, -1, -1, -1),  # an error without a message
+    PartitionProduceResult(7, 0, 5, 1_700_000_000_123, 0),
+])
+@pytest.mark.parametrize("name", ["t", "a-much-longer-topic-name-" * 6])
+def test_single_partition_fast_path_matches_kio(version: int, partition: PartitionProduceResult,
+                                               name: str) -> None:
+    for throttle in (0, 250):
+        ours = encode_produce_response(version, [(name, [partition])], throttle_ms=throttle)
+        data = {"responses": [{"name": name, "partition_responses": [
+            {"index": partition.index, "error_code": partition.error_code,
+             "base_offset": partition.base_offset,
+             "log_append_time": partition.log_append_time_ms,
+             "log_start_offset": partition.log_start_offset, "error_message": None,
+             "record_errors": []}]}], "throttle_time": throttle}
+        assert ours == encode_body(build(response_schema(0, version), data))
