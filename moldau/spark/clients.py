@@ -15,15 +15,22 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from moldau.client import AdminClient, Consumer, Producer
 from moldau.client.sync import background_loop
 from moldau.client.types import TopicPartition
 
 T = TypeVar("T")
+
+
+class _Client(Protocol):
+    async def start(self) -> Any: ...
+
+
+C = TypeVar("C", bound=_Client)
 
 MAX_CONSUMERS = 8
 MAX_ADMINS = 4
@@ -78,6 +85,20 @@ class _Cache:
         with _lock:
             return self.items.pop(key, None)
 
+    def get_or_start(self, key: Any, start: Callable[[], Coroutine[Any, Any, T]]) -> T:
+        """The item cached for ``key``, or a new one made by ``start()`` on the client loop."""
+        item = self.get(key)
+        if item is None:
+            item = call(start())
+            self.put(key, item)
+        return item  # type: ignore[no-any-return]
+
+    def drop(self, key: Any) -> None:
+        """Close and forget the item for ``key`` (after an error left it in an unknown state)."""
+        item = self.pop(key)
+        if item is not None:
+            _close_quietly(item)
+
 
 def _close_quietly(item: Any) -> None:
     client = item.consumer if isinstance(item, CachedConsumer) else item
@@ -92,66 +113,42 @@ _admins = _Cache(MAX_ADMINS)
 _producers = _Cache(MAX_PRODUCERS)
 
 
+async def _started(kind: Callable[[dict[str, Any]], C], config: Mapping[str, Any]) -> C:
+    """A client of ``kind`` made and started on the client loop."""
+    client = kind(dict(config))
+    await client.start()
+    return client
+
+
 def consumer_for(config: Mapping[str, Any], tp: TopicPartition) -> CachedConsumer:
     """The process's consumer for ``tp`` with this configuration (created on first use)."""
-    key = (config_key(config), tp)
-    cached = _consumers.get(key)
-    if cached is None:
-        async def start() -> Consumer:
-            consumer = Consumer(dict(config))
-            await consumer.start()
-            consumer.assign([tp])
-            return consumer
 
-        cached = CachedConsumer(call(start()), tp)
-        _consumers.put(key, cached)
-    return cached
+    async def start() -> CachedConsumer:
+        consumer = await _started(Consumer, config)
+        consumer.assign([tp])
+        return CachedConsumer(consumer, tp)
+
+    return _consumers.get_or_start((config_key(config), tp), start)
 
 
 def drop_consumer(config: Mapping[str, Any], tp: TopicPartition) -> None:
     """Close and forget a consumer (after an error left it in an unknown state)."""
-    cached = _consumers.pop((config_key(config), tp))
-    if cached is not None:
-        _close_quietly(cached)
+    _consumers.drop((config_key(config), tp))
 
 
 def admin_for(config: Mapping[str, Any]) -> AdminClient:
     """The process's admin client for this configuration (driver side)."""
-    key = config_key(config)
-    admin = _admins.get(key)
-    if admin is None:
-        async def start() -> AdminClient:
-            client = AdminClient(dict(config))
-            await client.start()
-            return client
-
-        admin = call(start())
-        _admins.put(key, admin)
-    return admin
+    return _admins.get_or_start(config_key(config), lambda: _started(AdminClient, config))
 
 
 def drop_admin(config: Mapping[str, Any]) -> None:
-    admin = _admins.pop(config_key(config))
-    if admin is not None:
-        _close_quietly(admin)
+    _admins.drop(config_key(config))
 
 
 def producer_for(config: Mapping[str, Any]) -> Producer:
     """The process's producer for this configuration (idempotent unless configured off)."""
-    key = config_key(config)
-    producer = _producers.get(key)
-    if producer is None:
-        async def start() -> Producer:
-            client = Producer(dict(config))
-            await client.start()
-            return client
-
-        producer = call(start())
-        _producers.put(key, producer)
-    return producer
+    return _producers.get_or_start(config_key(config), lambda: _started(Producer, config))
 
 
 def drop_producer(config: Mapping[str, Any]) -> None:
-    producer = _producers.pop(config_key(config))
-    if producer is not None:
-        _close_quietly(producer)
+    _producers.drop(config_key(config))
