@@ -71,6 +71,34 @@ def make_records(tag: str, n: int = N_RECORDS, *, base_ts: int | None = None,
     return out
 
 
+# Produce cases of the clients that can switch idempotence: every codec with it off and on.
+IDEMPOTENCE_CASES = [(codec, idem) for idem in (False, True) for codec in CODECS]
+
+
+def case_id(case: tuple[str, bool]) -> str:
+    """Test id of a (codec, idempotent) case, e.g. ``gzip-idempotence-on``."""
+    return f"{case[0]}-idempotence-{'on' if case[1] else 'off'}"
+
+
+@dataclass
+class Produced:
+    """What a client module's ``produced`` fixture wrote, and the offsets acknowledged."""
+
+    topic: str
+    codec: str
+    idempotent: bool
+    base_ts: int
+    records: list[Rec]
+    offsets: list[int]
+
+
+def records_to_produce(topic: str) -> tuple[int, list[Rec]]:
+    """(base timestamp, records) of a ``produced`` fixture: N_RECORDS records for ``topic``
+    stamped one millisecond apart from an hour ago."""
+    base_ts = now_ms() - 3_600_000
+    return base_ts, make_records(topic[:12], base_ts=base_ts)
+
+
 def first_mismatch(got: Sequence[Rec], expected: Sequence[Rec], *,
                    check_timestamps: bool = True, first_offset: int = 0) -> str | None:
     """None when ``got`` is ``expected`` (byte-exact, in order, offsets contiguous from

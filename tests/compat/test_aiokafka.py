@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
@@ -28,27 +27,25 @@ from .conftest import unique_name
 from .endpoint import KafkaEndpoint
 from .records import (
     CODEC_IDS,
-    CODECS,
+    IDEMPOTENCE_CASES,
     N_RECORDS,
+    Produced,
     Rec,
+    case_id,
     first_mismatch,
     make_records,
     now_ms,
+    records_to_produce,
     stored_batches,
     timestamp_cases,
 )
 
 TIMEOUT = 30
-CASES = [(codec, idem) for idem in (False, True) for codec in CODECS]
 T = TypeVar("T")
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(asyncio.wait_for(coro, TIMEOUT * 2))
-
-
-def _case_id(case: tuple[str, bool]) -> str:
-    return f"{case[0]}-idempotence-{'on' if case[1] else 'off'}"
 
 
 async def _admin_call(bootstrap: str, fn: Any) -> Any:
@@ -112,23 +109,12 @@ def consume(bootstrap: str, topic: str, start: int, count: int) -> list[Rec]:
     return [Rec(m.key, m.value, list(m.headers), m.timestamp, m.offset) for m in msgs]
 
 
-@dataclass
-class Produced:
-    topic: str
-    codec: str
-    idempotent: bool
-    base_ts: int
-    records: list[Rec]
-    offsets: list[int]
-
-
-@pytest.fixture(scope="module", params=CASES, ids=_case_id)
+@pytest.fixture(scope="module", params=IDEMPOTENCE_CASES, ids=case_id)
 def produced(request: pytest.FixtureRequest, kafka_endpoint: KafkaEndpoint) -> Produced:
     codec, idempotent = request.param
     topic = unique_name(f"aio-{codec}-{'idem' if idempotent else 'plain'}")
     create_topic(kafka_endpoint.bootstrap, topic)
-    base_ts = now_ms() - 3_600_000
-    records = make_records(topic[:12], base_ts=base_ts)
+    base_ts, records = records_to_produce(topic)
     offsets = produce(kafka_endpoint.bootstrap, topic, records,
                       compression_type=None if codec == "none" else codec,
                       enable_idempotence=idempotent)

@@ -13,7 +13,6 @@ commits, survives a broker restart and resumes.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import (
@@ -40,22 +39,20 @@ from .conftest import unique_name
 from .endpoint import KafkaEndpoint
 from .records import (
     CODEC_IDS,
-    CODECS,
+    IDEMPOTENCE_CASES,
     N_RECORDS,
+    Produced,
     Rec,
+    case_id,
     first_mismatch,
     make_records,
     now_ms,
+    records_to_produce,
     stored_batches,
     timestamp_cases,
 )
 
 TIMEOUT = 30
-CASES = [(codec, idem) for idem in (False, True) for codec in CODECS]
-
-
-def _case_id(case: tuple[str, bool]) -> str:
-    return f"{case[0]}-idempotence-{'on' if case[1] else 'off'}"
 
 
 @pytest.fixture(scope="module")
@@ -123,24 +120,13 @@ def consume(bootstrap: str, topic: str, start: int, count: int, **config: object
     return out
 
 
-@dataclass
-class Produced:
-    topic: str
-    codec: str
-    idempotent: bool
-    base_ts: int
-    records: list[Rec]
-    offsets: list[int]
-
-
-@pytest.fixture(scope="module", params=CASES, ids=_case_id)
+@pytest.fixture(scope="module", params=IDEMPOTENCE_CASES, ids=case_id)
 def produced(request: pytest.FixtureRequest, kafka_endpoint: KafkaEndpoint,
              admin: AdminClient) -> Produced:
     codec, idempotent = request.param
     topic = unique_name(f"ck-{codec}-{'idem' if idempotent else 'plain'}")
     create_topic(admin, topic)
-    base_ts = now_ms() - 3_600_000
-    records = make_records(topic[:12], base_ts=base_ts)
+    base_ts, records = records_to_produce(topic)
     offsets = produce(kafka_endpoint.bootstrap, topic, records, **{
         "compression.type": codec, "enable.idempotence": idempotent})
     return Produced(topic, codec, idempotent, base_ts, records, offsets)

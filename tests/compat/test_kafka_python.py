@@ -13,7 +13,6 @@ survives a broker restart and resumes.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -26,10 +25,12 @@ from .records import (
     CODEC_IDS,
     CODECS,
     N_RECORDS,
+    Produced,
     Rec,
     first_mismatch,
     make_records,
     now_ms,
+    records_to_produce,
     stored_batches,
     timestamp_cases,
 )
@@ -91,26 +92,16 @@ def consume(bootstrap: str, topic: str, start: int, count: int) -> list[Rec]:
     return out
 
 
-@dataclass
-class Produced:
-    topic: str
-    codec: str
-    base_ts: int
-    records: list[Rec]
-    offsets: list[int]
-
-
 @pytest.fixture(scope="module", params=CODECS)
 def produced(request: pytest.FixtureRequest, kafka_endpoint: KafkaEndpoint,
              admin: KafkaAdminClient) -> Produced:
     codec = request.param
     topic = unique_name(f"kp-{codec}")
     create_topic(admin, topic)
-    base_ts = now_ms() - 3_600_000
-    records = make_records(topic[:12], base_ts=base_ts)
+    base_ts, records = records_to_produce(topic)
     offsets = produce(kafka_endpoint.bootstrap, topic, records,
                       compression_type=None if codec == "none" else codec)
-    return Produced(topic, codec, base_ts, records, offsets)
+    return Produced(topic, codec, True, base_ts, records, offsets)  # idempotent: the default
 
 
 def test_acknowledged_offsets_contiguous(produced: Produced) -> None:

@@ -19,7 +19,6 @@ import base64
 import json
 import os
 import subprocess
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -30,10 +29,13 @@ from .records import (
     CODEC_IDS,
     CODECS,
     N_RECORDS,
+    Produced,
     Rec,
+    case_id,
     first_mismatch,
     make_records,
     now_ms,
+    records_to_produce,
     stored_batches,
     stored_records,
     timestamp_cases,
@@ -89,23 +91,11 @@ def consume(endpoint: KafkaEndpoint, topic: str, start: int, count: int) -> list
     return decode(out["records"])
 
 
-@dataclass
-class Produced:
-    topic: str
-    codec: str
-    idempotent: bool
-    base_ts: int
-    records: list[Rec]
-    offsets: list[int]
-
-
-@pytest.fixture(scope="module", params=CASES,
-                ids=lambda c: f"{c[0]}-idempotence-{'on' if c[1] else 'off'}")
+@pytest.fixture(scope="module", params=CASES, ids=case_id)
 def produced(request: pytest.FixtureRequest, kafka_endpoint: KafkaEndpoint) -> Produced:
     codec, idempotent = request.param
     topic = unique_name(f"kjs-{codec}-{'idem' if idempotent else 'plain'}")  # auto-created
-    base_ts = now_ms() - 3_600_000
-    records = make_records(topic[:12], base_ts=base_ts)
+    base_ts, records = records_to_produce(topic)
     out = node("produce", {"bootstrap": kafka_endpoint.bootstrap, "topic": topic,
                            "codec": codec, "idempotent": idempotent,
                            "records": encode(records)})
