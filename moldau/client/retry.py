@@ -37,11 +37,13 @@ async def call_with_retries(
     max_ms: int,
     what: str,
     before_retry: Callable[[BaseException], Awaitable[None]] | None = None,
+    limit: str | None = None,
 ) -> T:
     """Run ``op`` until it succeeds, a non-retriable error occurs or ``timeout_ms`` passes.
 
     ``before_retry`` runs after a retriable failure (e.g. to refresh metadata). On time-out
-    the last error is chained to the :class:`KafkaTimeoutError`.
+    the last error is chained to the :class:`KafkaTimeoutError`, whose message names the
+    time limit as ``limit`` (e.g. ``default.api.timeout.ms=60000``) or ``<timeout_ms> ms``.
     """
     deadline = time.monotonic() + timeout_ms / 1000
     attempt = 0
@@ -54,7 +56,8 @@ async def call_with_retries(
             pause = backoff_ms(attempt, initial_ms, max_ms) / 1000
             if time.monotonic() + pause >= deadline:
                 raise KafkaTimeoutError(
-                    f"{what} did not succeed within {timeout_ms} ms; last error: {exc}"
+                    f"{what} did not succeed within {limit or f'{timeout_ms} ms'}; "
+                    f"last error: {exc}"
                 ) from exc
             if before_retry is not None:
                 await before_retry(exc)

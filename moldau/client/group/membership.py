@@ -20,7 +20,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 from ..errors import BrokerError, ClientError, KafkaTimeoutError
-from ..retry import backoff_ms
+from ..retry import backoff_ms, call_with_retries
 from ..types import TopicPartition
 from .coordinator import COORDINATOR_ERRORS, CoordinatorLink
 from .listener import RebalanceListener, invoke
@@ -287,22 +287,12 @@ class GroupMember:
         wanted = None if partitions is None else sorted({TopicPartition(*tp)
                                                          for tp in partitions})
         timeout_ms = self.config["default.api.timeout.ms"]
-        deadline = time.monotonic() + timeout_ms / 1000
-        attempt = 0
-        while True:
-            try:
-                return await self._fetch_once(wanted, member_id, member_epoch)
-            except Exception as exc:
-                if not getattr(exc, "retriable", False):
-                    raise
-                pause = backoff_ms(attempt, self.config["retry.backoff.ms"],
-                                   self.config["retry.backoff.max.ms"]) / 1000
-                if time.monotonic() + pause > deadline:
-                    raise KafkaTimeoutError(
-                        f"OffsetFetch for group {self.group_id!r} did not succeed within "
-                        f"default.api.timeout.ms={timeout_ms}; last error: {exc}") from exc
-                attempt += 1
-                await asyncio.sleep(pause)
+        return await call_with_retries(
+            lambda: self._fetch_once(wanted, member_id, member_epoch),
+            timeout_ms=timeout_ms, initial_ms=self.config["retry.backoff.ms"],
+            max_ms=self.config["retry.backoff.max.ms"],
+            what=f"OffsetFetch for group {self.group_id!r}",
+            limit=f"default.api.timeout.ms={timeout_ms}")
 
     async def _fetch_once(self, partitions: list[TopicPartition] | None,
                           member_id: str | None, member_epoch: int
