@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from moldau.protocol.config_source import ConfigSource as ConfigSource  # re-exported
+
 from .errors import BrokerError, ClientError
 from .group.types import OffsetAndMetadata as OffsetAndMetadata  # re-exported
 from .types import BrokerInfo, TopicPartition
@@ -32,20 +34,6 @@ class ConfigResource(NamedTuple):
     @classmethod
     def broker(cls, node_id: int | str) -> ConfigResource:
         return cls(ResourceType.BROKER, str(node_id))
-
-
-class ConfigSource(enum.IntEnum):
-    """Where a config value comes from (DescribeConfigs ``config_source``)."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
-    CLIENT_METRICS_CONFIG = 7
-    GROUP_CONFIG = 8
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from enum import IntEnum
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from ...protocol.config_source import ConfigSource
 from ..config.definitions import BROKER_BY_NAME, TOPIC_BY_NAME, TOPIC_CONFIGS
 from ..config.types import ConfigDef, ConfigError
 from .records import BROKER_RESOURCE, TOPIC_RESOURCE
@@ -36,18 +37,6 @@ from .records import BROKER_RESOURCE, TOPIC_RESOURCE
 if TYPE_CHECKING:
     from ..config.loader import BrokerConfig
     from .image import MetadataImage
-
-
-class ConfigSource(IntEnum):
-    """Kafka's DescribeConfigs ``config_source`` values."""
-
-    UNKNOWN = 0
-    DYNAMIC_TOPIC_CONFIG = 1
-    DYNAMIC_BROKER_CONFIG = 2
-    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
-    STATIC_BROKER_CONFIG = 4
-    DEFAULT_CONFIG = 5
-    DYNAMIC_BROKER_LOGGER_CONFIG = 6
 
 
 class ConfigType(IntEnum):
