@@ -11,14 +11,13 @@ run ends when ``messages`` records were read in all or nothing arrived for ``tim
 from __future__ import annotations
 
 import multiprocessing as mp
-import queue
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .workers import wait_ready
+from .workers import gather_results, join_workers, wait_ready
 
 # Slots per worker in the shared counter array.
 _RECORDS, _BYTES = range(2)
@@ -212,29 +211,20 @@ def run_consume(opts: ConsumeOptions,
                                                results), daemon=True) for i in range(n)]
     for p in procs:
         p.start()
-    gathered: list[dict[str, Any]] = []
     try:
         wait_ready(procs, ready, opts.start_timeout_s + 30)
         wall_start = time.time()
         go.set()
         t0 = time.monotonic()
-        while len(gathered) < n:
-            try:
-                gathered.append(results.get(timeout=interval_s))
-                continue
-            except queue.Empty:
-                pass
-            dead = [p for p in procs if p.exitcode not in (None, 0)]
-            if dead and results.empty():
-                raise RuntimeError(f"perf consumer worker exited with code {dead[0].exitcode}")
+
+        def tick() -> None:
             if on_progress is not None:
                 on_progress(_total(shared, _RECORDS), _total(shared, _BYTES),
                             time.monotonic() - t0)
+
+        gathered = gather_results(procs, results, interval_s, "perf consumer worker", tick)
     finally:
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
+        join_workers(procs, 10)
     start = min(g["start"] for g in gathered)
     end = max(g["end"] for g in gathered)
     assigned = max(g["assigned"] for g in gathered)

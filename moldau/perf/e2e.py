@@ -18,7 +18,7 @@ from typing import Any
 
 from .latency import LatencyHistogram, bucket_of
 from .payloads import random_payloads, stamp, stamp_of
-from .workers import wait_ready
+from .workers import join_workers, wait_ready
 
 
 @dataclass
@@ -249,10 +249,7 @@ def run_e2e(opts: E2EOptions) -> E2EResult:
                     stop.set()
     finally:
         stop.set()
-        for p in procs:
-            p.join(10)
-            if p.is_alive():
-                p.kill()
+        join_workers(procs, 10)
     prods = [g for kind, _, g in got if kind == "producer"]
     cons = next(g for kind, _, g in got if kind == "consumer")
     publish = LatencyHistogram()

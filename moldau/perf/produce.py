@@ -12,7 +12,6 @@ Workers start together on a signal after connecting, so connection set-up is not
 from __future__ import annotations
 
 import multiprocessing as mp
-import queue
 import time
 from array import array
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import Any
 
 from .latency import LatencyHistogram
 from .payloads import random_payloads
-from .workers import split, wait_ready
+from .workers import gather_results, join_workers, split, wait_ready
 
 # Slots per worker in the shared counter array.
 _ACKED, _ERRORS, _LAT_SUM, _WIN_MAX, _SENT = range(5)
@@ -208,35 +207,27 @@ def run_produce(opts: ProduceOptions,
         wait_ready(procs, ready, opts.start_timeout_s + 30)
         go.set()
         t0 = time.monotonic()
-        gathered: list[dict[str, Any]] = []
         last_acked, last_lat = 0, 0
-        while len(gathered) < n:
-            try:
-                gathered.append(results.get(timeout=interval_s))
-                continue
-            except queue.Empty:
-                pass
-            if any(not p.is_alive() for p in procs) and results.empty():
-                dead = [p for p in procs if not p.is_alive() and p.exitcode]
-                if dead:
-                    raise RuntimeError(f"perf worker exited with code {dead[0].exitcode}")
-            if on_progress is not None:
-                acked = sum(shared[i * _SLOTS + _ACKED] for i in range(n))
-                errors = sum(shared[i * _SLOTS + _ERRORS] for i in range(n))
-                lat = sum(shared[i * _SLOTS + _LAT_SUM] for i in range(n))
-                win_max = max(shared[i * _SLOTS + _WIN_MAX] for i in range(n))
-                for i in range(n):
-                    shared[i * _SLOTS + _WIN_MAX] = 0
-                d = acked - last_acked
-                window = {"records": d, "avg_ms": (lat - last_lat) / d / 1000 if d else 0.0,
-                          "max_ms": win_max / 1000}
-                last_acked, last_lat = acked, lat
-                on_progress(acked, errors, time.monotonic() - t0, window)
+
+        def tick() -> None:
+            nonlocal last_acked, last_lat
+            if on_progress is None:
+                return
+            acked = sum(shared[i * _SLOTS + _ACKED] for i in range(n))
+            errors = sum(shared[i * _SLOTS + _ERRORS] for i in range(n))
+            lat = sum(shared[i * _SLOTS + _LAT_SUM] for i in range(n))
+            win_max = max(shared[i * _SLOTS + _WIN_MAX] for i in range(n))
+            for i in range(n):
+                shared[i * _SLOTS + _WIN_MAX] = 0
+            d = acked - last_acked
+            window = {"records": d, "avg_ms": (lat - last_lat) / d / 1000 if d else 0.0,
+                      "max_ms": win_max / 1000}
+            last_acked, last_lat = acked, lat
+            on_progress(acked, errors, time.monotonic() - t0, window)
+
+        gathered = gather_results(procs, results, interval_s, "perf worker", tick)
     finally:
-        for p in procs:
-            p.join(5)
-            if p.is_alive():
-                p.kill()
+        join_workers(procs, 5)
     hist = LatencyHistogram()
     for g in gathered:
         hist.merge(LatencyHistogram.from_dict(g["latency"]))

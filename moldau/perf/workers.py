@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -33,3 +34,30 @@ def wait_ready(procs: list[Any], ready: Any, timeout_s: float) -> None:
             problems.append(f"worker {wid}: {problem}")
     if problems:
         raise RuntimeError("; ".join(problems))
+
+
+def gather_results(procs: list[Any], results: Any, interval_s: float, what: str,
+                   tick: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+    """The result every worker puts on ``results``, calling ``tick()`` every ``interval_s``
+    while some are outstanding; raises when a worker (a ``what``) died without reporting."""
+    gathered: list[dict[str, Any]] = []
+    while len(gathered) < len(procs):
+        try:
+            gathered.append(results.get(timeout=interval_s))
+            continue
+        except queue.Empty:
+            pass
+        dead = [p for p in procs if p.exitcode not in (None, 0)]
+        if dead and results.empty():
+            raise RuntimeError(f"{what} exited with code {dead[0].exitcode}")
+        if tick is not None:
+            tick()
+    return gathered
+
+
+def join_workers(procs: list[Any], timeout_s: float) -> None:
+    """Wait up to ``timeout_s`` for each worker to exit; kill those that do not."""
+    for p in procs:
+        p.join(timeout_s)
+        if p.is_alive():
+            p.kill()
