@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 from moldau.client.decode import RecordDecodeError, batch_payload, decode_columns
 from moldau.protocol.records import batch as B
-from moldau.protocol.records.codec import build_batch, decode_records, encode_record
+from moldau.protocol.records.codec import build_batch, encode_record
+
+from .test_decode import check_against_reference
 
 
 def raw_batch(body: bytes, count: int, last_delta: int, base_offset: int = 0,
@@ -27,19 +29,6 @@ def raw_batch(body: bytes, count: int, last_delta: int, base_offset: int = 0,
                             count) + body
     return (struct.pack(">qiib", base_offset, 4 + 1 + 4 + len(after_crc), -1, 2)
             + struct.pack(">I", crc32c(after_crc)) + after_crc)
-
-
-def check_against_reference(blob: bytes) -> None:
-    header = B.read_header(blob)
-    payload = batch_payload(blob, 0, header)
-    cols = decode_columns(payload, header)
-    ref = decode_records(payload, header)
-    assert cols.offsets == [r.offset for r in ref]
-    assert cols.timestamps == [r.timestamp for r in ref]
-    assert cols.keys == [r.key for r in ref]
-    assert cols.values == [r.value for r in ref]
-    assert (cols.headers or [[] for _ in ref]) == [r.headers for r in ref]
-    assert cols.last_offset == header.base_offset + header.last_offset_delta
 
 
 @settings(max_examples=100, deadline=None)
