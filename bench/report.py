@@ -115,7 +115,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"{m['cpus']} x {m['cpu_model']}, {m['memory_gb']} GiB, Linux {m['kernel']}, "
         f"Python {m['python']}, librdkafka {m['librdkafka']}; load average at start "
         f"{', '.join(f'{x:.1f}' for x in m['load_average_at_start'])}.",
-        f"CPU split: {_split(result)}.",
+        f"CPU split: {_split(result)}."
+        + (f" Figures are medians of {result['repeat']} passes (the brokers take turns; each "
+           f"pass is in the JSON)." if result.get("repeat", 1) > 1 else ""),
         "",
         "| Workload | Metric | " + " | ".join(brokers) + " |",
         "|---|---|" + "---|" * len(brokers),

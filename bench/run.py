@@ -5,12 +5,15 @@
     .venv/bin/python -m bench.run --profile  # py-spy profiles of moldau under W1-W4
 
 Each broker is started on a free loopback port, runs every workload in turn and is stopped
-before the next one starts. CPU split (2-core machine): the broker is pinned to CPU 1 and
-every client process to CPU 0 for the throughput workloads (W1-W3, W6), the same for all
-brokers; the latency workloads (W4, W5) run unpinned (see ``--latency-pinned``), because a
-process pinned to one core of a shared machine waits for that core's time slice (the
-loopback baseline shows the effect). Results go to bench/results/suite-<time>.json and .md;
-``--update-docs`` also rewrites the table in docs/benchmarks.md.
+before the next one starts; the full suite makes two such passes over the brokers (they take
+turns) and the table shows per-figure medians (``--repeat``; every pass is in the JSON).
+
+CPU split (2-core machine): the broker is pinned to CPU 1 and every client process to CPU 0
+for the throughput workloads (W1-W3, W6), the same for all brokers; the latency workloads
+(W4, W5) run unpinned (see ``--latency-pinned``), because a process pinned to one core of a
+shared machine waits for that core's time slice (the loopback baseline shows the effect).
+Results go to bench/results/suite-<time>.json and .md; ``--update-docs`` also rewrites the
+table in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 import traceback
@@ -86,6 +90,23 @@ def run_broker(name: str, workloads: list[str], sizes: Sizes, args: argparse.Nam
     return out
 
 
+def median_of(passes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-field medians of several passes' results (numbers; nested dicts field by field;
+    anything else from the first pass)."""
+    first = passes[0]
+    out: dict[str, Any] = {}
+    for key, value in first.items():
+        values = [p.get(key) for p in passes]
+        if isinstance(value, dict) and all(isinstance(v, dict) for v in values):
+            out[key] = median_of(values)  # type: ignore[arg-type]
+        elif (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and all(isinstance(v, (int, float)) for v in values)):
+            out[key] = statistics.median(values)  # type: ignore[type-var]
+        else:
+            out[key] = value
+    return out
+
+
 def machine() -> dict[str, Any]:
     cpu = "unknown"
     try:
@@ -109,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="W1, W3, W4 only (< 3 minutes)")
+    parser.add_argument("--repeat", type=int, default=0,
+                        help="passes over all brokers; the table shows medians (default: 2 for "
+                             "the full suite, 1 for --quick or --workloads)")
     parser.add_argument("--brokers", default=",".join(BROKERS),
                         help="comma-separated subset of moldau,tansu,noida")
     parser.add_argument("--workloads",
@@ -176,13 +200,21 @@ def main(argv: list[str] | None = None) -> int:
         result["baseline"] = {"pinned": baseline.measure(BROKER_CPU if args.pin else None),
                               "unpinned": baseline.measure(None)}
         log(f"loopback baseline: {result['baseline']}")
-    for name in brokers:
-        log(f"{name}: starting")
-        try:
-            result["brokers"][name] = run_broker(name, workloads, sizes, args, log)
-        except Exception as exc:
-            traceback.print_exc()
-            result["brokers"][name] = {"error": f"{type(exc).__name__}: {exc}"}
+    repeat = args.repeat if args.repeat else (1 if args.quick or args.workloads else 2)
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in brokers}
+    for rep in range(repeat):  # brokers take turns, so drifting machine load hits all alike
+        for name in brokers:
+            log(f"{name}: starting" + (f" (pass {rep + 1} of {repeat})" if repeat > 1 else ""))
+            try:
+                runs[name].append(run_broker(name, workloads, sizes, args, log))
+            except Exception as exc:
+                traceback.print_exc()
+                runs[name].append({"error": f"{type(exc).__name__}: {exc}"})
+    result["repeat"] = repeat
+    result["passes"] = runs
+    for name, passes in runs.items():
+        good = [p for p in passes if "error" not in p]
+        result["brokers"][name] = median_of(good) if good else passes[0]
     if "restart" in args.extras and args.restart_gb > 0 and "moldau" in brokers:
         log(f"moldau: restart with {args.restart_gb:g} GB of log")
         try:
