@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -67,7 +68,9 @@ def run(workloads: list[str], sizes: Sizes, cpus: str | None, out_dir: Path,
     try:
         for w in workloads:
             raw = out_dir / f"{w}.txt"
-            proc = subprocess.Popen([spy, "record", "-p", str(broker.pid), "-o", str(raw),
+            # Unpinned: on the clients' core py-spy would be starved of CPU and drop samples.
+            proc = subprocess.Popen(["taskset", "-c", f"0-{(os.cpu_count() or 1) - 1}", spy,
+                                     "record", "-p", str(broker.pid), "-o", str(raw),
                                      "-f", "raw", "-r", "250", "--nonblocking"],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
