@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     # A normal installation has compiled bytecode; this sandbox may forbid writing it
     # (PYTHONDONTWRITEBYTECODE), which would make every Moldau start compile from source.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(RESULTS.parent / ".pycache"))
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", str(RESULTS / ".pycache"))
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     started = time.monotonic()
