@@ -30,7 +30,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from . import baseline, idle, profile, report, restart
+from . import baseline, idle, pyspy_profile, report, restart
 from .brokers import BROKERS, BenchBroker, pin_self, start_broker
 from .workloads import WORKLOADS, Sizes
 
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.monotonic() - started:6.0f}s] {msg}", flush=True)
 
     if args.profile:
-        out = profile.run(workloads if args.workloads else ["W1", "W2", "W3", "W4"], sizes,
+        out = pyspy_profile.run(workloads if args.workloads else ["W1", "W2", "W3", "W4"], sizes,
                           BROKER_CPU if args.pin else None, RESULTS / f"profile-{stamp}", log)
         print(json.dumps(out, indent=2))
         return 0

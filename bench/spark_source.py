@@ -32,8 +32,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-# Run as a script, bench/ would be first on sys.path and its modules would shadow the
-# standard library's (bench/profile.py hides `profile`, which pyspark imports).
+# Run as a script, bench/ is first on sys.path; put the repository root there instead so
+# `bench.*` imports work and no bench module can shadow a standard-library one.
 if not __package__:
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
