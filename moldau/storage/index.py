@@ -33,11 +33,12 @@ def _strictly_increasing(values: array) -> bool:
     return as_list == sorted(as_list) and len(set(as_list)) == len(as_list)
 
 
-class OffsetIndex:
-    """Relative offset -> file position, sparse."""
+class _IndexFile:
+    """What both indexes share: an append-only file of fixed-size entries whose in-memory
+    copy lives in ``rel`` (relative offsets) plus one parallel array per subclass."""
 
-    ENTRY_SIZE = 8
-    __slots__ = ("_fs", "base_offset", "fd", "max_entries", "path", "positions", "rel")
+    ENTRY_SIZE = 0
+    __slots__ = ("_fs", "base_offset", "fd", "max_entries", "path", "rel")
 
     def __init__(self, path: str, base_offset: int, max_entries: int, fs: FileSystem) -> None:
         self.path = path
@@ -45,8 +46,71 @@ class OffsetIndex:
         self.max_entries = max_entries
         self._fs = fs
         self.rel = array("i")
-        self.positions = array("i")
         self.fd: int | None = None
+
+    def _columns(self) -> tuple[array, ...]:
+        """Every in-memory column, ``rel`` included (truncated together)."""
+        raise NotImplementedError
+
+    def open_for_append(self) -> None:
+        """Open the file for appending entries (active segment only)."""
+        if self.fd is None:
+            fd = self._fs.open(self.path, RW_CREATE)
+            want = len(self.rel) * self.ENTRY_SIZE
+            if self._fs.fsize(fd) != want:
+                self._fs.ftruncate(fd, want)
+            self.fd = fd
+
+    def close(self) -> None:
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            self._fs.close(fd)
+
+    def flush(self) -> None:
+        if self.fd is not None:
+            self._fs.fsync(self.fd)
+
+    def _write_entry(self, entry: bytes) -> None:
+        if self.fd is not None:
+            self._fs.write_all(self.fd, entry, len(self.rel) * self.ENTRY_SIZE)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for offsets >= ``offset``."""
+        keep = bisect_right(self.rel, offset - self.base_offset - 1)
+        self.truncate_entries(keep)
+
+    def truncate_entries(self, keep: int) -> None:
+        if keep >= len(self.rel):
+            return
+        for column in self._columns():
+            del column[keep:]
+        if self.fd is not None:
+            self._fs.ftruncate(self.fd, keep * self.ENTRY_SIZE)
+
+    def reset(self) -> None:
+        self.truncate_entries(0)
+
+    @property
+    def entries(self) -> int:
+        return len(self.rel)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.rel) >= self.max_entries
+
+
+class OffsetIndex(_IndexFile):
+    """Relative offset -> file position, sparse."""
+
+    ENTRY_SIZE = 8
+    __slots__ = ("positions",)
+
+    def __init__(self, path: str, base_offset: int, max_entries: int, fs: FileSystem) -> None:
+        super().__init__(path, base_offset, max_entries, fs)
+        self.positions = array("i")
+
+    def _columns(self) -> tuple[array, ...]:
+        return self.rel, self.positions
 
     # -- loading -----------------------------------------------------------------------
     def load(self, log_size: int) -> None:
@@ -72,50 +136,14 @@ class OffsetIndex:
         self.rel = rel
         self.positions = pos
 
-    def open_for_append(self) -> None:
-        """Open the file for appending entries (active segment only)."""
-        if self.fd is None:
-            fd = self._fs.open(self.path, RW_CREATE)
-            want = len(self.rel) * self.ENTRY_SIZE
-            if self._fs.fsize(fd) != want:
-                self._fs.ftruncate(fd, want)
-            self.fd = fd
-
-    def close(self) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            self._fs.close(fd)
-
-    def flush(self) -> None:
-        if self.fd is not None:
-            self._fs.fsync(self.fd)
-
     # -- writing -----------------------------------------------------------------------
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
         if self.rel and rel <= self.rel[-1]:
             return  # Kafka refuses non-increasing offsets; they cannot help a lookup
-        if self.fd is not None:
-            self._fs.write_all(self.fd, _OFFSET_ENTRY.pack(rel, position),
-                               len(self.rel) * self.ENTRY_SIZE)
+        self._write_entry(_OFFSET_ENTRY.pack(rel, position))
         self.rel.append(rel)
         self.positions.append(position)
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove entries for offsets >= ``offset``."""
-        keep = bisect_right(self.rel, offset - self.base_offset - 1)
-        self.truncate_entries(keep)
-
-    def truncate_entries(self, keep: int) -> None:
-        if keep >= len(self.rel):
-            return
-        del self.rel[keep:]
-        del self.positions[keep:]
-        if self.fd is not None:
-            self._fs.ftruncate(self.fd, keep * self.ENTRY_SIZE)
-
-    def reset(self) -> None:
-        self.truncate_entries(0)
 
     def write_all_entries(self) -> bytes:
         """The file content for the current entries (used when rebuilding an index)."""
@@ -127,14 +155,6 @@ class OffsetIndex:
         return flat.tobytes()
 
     # -- lookups -----------------------------------------------------------------------
-    @property
-    def entries(self) -> int:
-        return len(self.rel)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self.rel) >= self.max_entries
-
     def lookup(self, offset: int) -> int:
         """File position of the batch holding the largest indexed offset <= ``offset``."""
         i = bisect_right(self.rel, offset - self.base_offset) - 1
@@ -150,20 +170,18 @@ class OffsetIndex:
         return self.positions[-1] if self.positions else 0
 
 
-class TimeIndex:
+class TimeIndex(_IndexFile):
     """Max timestamp so far -> relative offset, sparse, strictly increasing timestamps."""
 
     ENTRY_SIZE = 12
-    __slots__ = ("_fs", "base_offset", "fd", "max_entries", "path", "rel", "timestamps")
+    __slots__ = ("timestamps",)
 
     def __init__(self, path: str, base_offset: int, max_entries: int, fs: FileSystem) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self.max_entries = max_entries
-        self._fs = fs
+        super().__init__(path, base_offset, max_entries, fs)
         self.timestamps = array("q")
-        self.rel = array("i")
-        self.fd: int | None = None
+
+    def _columns(self) -> tuple[array, ...]:
+        return self.timestamps, self.rel
 
     def load(self) -> None:
         data = self._fs.read_file(self.path)
@@ -185,23 +203,6 @@ class TimeIndex:
         self.timestamps = ts
         self.rel = rel
 
-    def open_for_append(self) -> None:
-        if self.fd is None:
-            fd = self._fs.open(self.path, RW_CREATE)
-            want = len(self.rel) * self.ENTRY_SIZE
-            if self._fs.fsize(fd) != want:
-                self._fs.ftruncate(fd, want)
-            self.fd = fd
-
-    def close(self) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
-            self._fs.close(fd)
-
-    def flush(self) -> None:
-        if self.fd is not None:
-            self._fs.fsync(self.fd)
-
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add ``(timestamp, offset)`` if the timestamp is larger than the last entry's."""
         if timestamp < 0 or (self.timestamps and timestamp <= self.timestamps[-1]):
@@ -209,39 +210,13 @@ class TimeIndex:
         rel = offset - self.base_offset
         if self.rel and rel < self.rel[-1]:
             return
-        if self.fd is not None:
-            self._fs.write_all(self.fd, _TIME_ENTRY.pack(timestamp, rel),
-                               len(self.rel) * self.ENTRY_SIZE)
+        self._write_entry(_TIME_ENTRY.pack(timestamp, rel))
         self.timestamps.append(timestamp)
         self.rel.append(rel)
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove entries for offsets >= ``offset``."""
-        keep = bisect_right(self.rel, offset - self.base_offset - 1)
-        self.truncate_entries(keep)
-
-    def truncate_entries(self, keep: int) -> None:
-        if keep >= len(self.rel):
-            return
-        del self.timestamps[keep:]
-        del self.rel[keep:]
-        if self.fd is not None:
-            self._fs.ftruncate(self.fd, keep * self.ENTRY_SIZE)
-
-    def reset(self) -> None:
-        self.truncate_entries(0)
 
     def write_all_entries(self) -> bytes:
         pairs = zip(self.timestamps, self.rel, strict=True)
         return b"".join(_TIME_ENTRY.pack(t, r) for t, r in pairs)
-
-    @property
-    def entries(self) -> int:
-        return len(self.rel)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self.rel) >= self.max_entries
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """``(timestamp, offset)`` of the last entry with timestamp <= ``timestamp``;
