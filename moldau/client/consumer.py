@@ -71,6 +71,7 @@ class Consumer:
         self.group: GroupMember | None = None
         if self.config["group.id"] is not None:
             self.group = _membership(self)
+            self.fetcher.committed_lookup = self._committed_for_assigned
         self._read_committed = self.config["isolation.level"] == "read_committed"
         self._started = False
         self._closed = False
@@ -119,6 +120,15 @@ class Consumer:
 
     def assignment(self) -> set[TopicPartition]:
         return set(self.subscription.partitions)
+
+    async def _committed_for_assigned(self, partitions: list[TopicPartition]
+                                      ) -> dict[TopicPartition, int | None]:
+        """Committed offsets for the fetcher to start hand-assigned partitions from; a
+        subscribed group positions its partitions itself when it assigns them."""
+        if self.group is None or self.group.subscribed:
+            return {}
+        found = await self.group.committed(partitions)
+        return {tp: (None if v is None else v.offset) for tp, v in found.items()}
 
     def seek(self, partition: TopicPartition | tuple[str, int], offset: int) -> None:
         """Make ``offset`` the next record returned for ``partition``."""

@@ -1,7 +1,8 @@
 """Background fetching for the consumer: one Fetch in flight per broker, prefetching.
 
-A manager task looks at the assigned partitions, resolves missing positions with
-ListOffsets (``auto.offset.reset``), and keeps one Fetch request in flight per leader broker
+A manager task looks at the assigned partitions, resolves missing positions (the group's
+committed offset when the consumer has a ``group.id`` and assigned partitions by hand, else
+ListOffsets by ``auto.offset.reset``), and keeps one Fetch request in flight per leader broker
 for the partitions whose prefetch buffer has room. Brokers are independent: a slow or
 long-polling broker never holds back partitions led by another. Answers land, undecoded, in
 each partition's buffer; :func:`take_batches` decodes them when the application polls.
@@ -13,6 +14,7 @@ import asyncio
 import logging
 import struct
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from moldau.protocol.api_keys import ApiKey
@@ -33,6 +35,8 @@ log = logging.getLogger(__name__)
 _CONTROL_KEY = struct.Struct(">hh")
 _ABORT = 0
 
+CommittedLookup = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, int | None]]]
+
 
 class Fetcher:
     """Keeps prefetch buffers of assigned partitions filled."""
@@ -52,6 +56,9 @@ class Fetcher:
         self._resetting = False
         self._refreshing = False
         self._attempts: dict[TopicPartition, int] = {}
+        # Set by a consumer with group.id and manual assignment: committed offsets come
+        # before auto.offset.reset for partitions that have no position yet.
+        self.committed_lookup: CommittedLookup | None = None
 
     def start(self) -> None:
         if self._task is None:
@@ -119,6 +126,11 @@ class Fetcher:
             pending = {s.tp: s for s in self.subs.needs_position()}
             if not pending:
                 return
+            if not await self._apply_committed(pending):
+                return
+            for s in pending.values():
+                if s.reset is None:
+                    s.reset = self.subs.default_reset
             none = [s.tp for s in pending.values() if s.reset == "none"]
             for tp in none:
                 state = pending.pop(tp)
@@ -153,6 +165,28 @@ class Fetcher:
         finally:
             self._resetting = False
             self.wakeup()
+
+    async def _apply_committed(self, pending: dict[TopicPartition, PartitionState]) -> bool:
+        """Position partitions without an explicit reset at the group's committed offset
+        (removing them from ``pending``). False when the lookup failed (retried later)."""
+        implicit = [tp for tp, s in pending.items() if s.reset is None]
+        if not implicit or self.committed_lookup is None:
+            return True
+        generations = {tp: pending[tp].generation for tp in implicit}
+        try:
+            committed = await self.committed_lookup(implicit)
+        except Exception as exc:
+            log.warning("fetching committed offsets failed, will retry: %s", exc)
+            await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
+            return False
+        for tp, offset in committed.items():
+            state = pending.get(tp)
+            if offset is None or state is None:
+                continue
+            del pending[tp]
+            if state.generation == generations[tp] and self.subs.partitions.get(tp) is state:
+                state.seek(offset)
+        return True
 
     # --- fetch ----------------------------------------------------------------------------
 

@@ -125,14 +125,10 @@ class SubscriptionState:
             ) from None
 
     def needs_position(self) -> list[PartitionState]:
-        """Partitions without a position: a reset strategy is pending or must be chosen."""
-        out = []
-        for s in self.partitions.values():
-            if s.position is None and s.error is None:
-                if s.reset is None:
-                    s.reset = self.default_reset
-                out.append(s)
-        return out
+        """Partitions without a position. Their ``reset`` is the strategy asked for by
+        seek_to_beginning()/seek_to_end(), or None: then the group's committed offset, if
+        any, comes first and ``auto.offset.reset`` after it (as Kafka's consumer does)."""
+        return [s for s in self.partitions.values() if s.position is None and s.error is None]
 
     def topics(self) -> set[str]:
         return {tp.topic for tp in self.partitions}

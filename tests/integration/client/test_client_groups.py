@@ -207,6 +207,35 @@ def test_commits_sync_async_metadata_and_committed(broker: BrokerProcess) -> Non
     asyncio.run(main())
 
 
+def test_assign_with_group_id_starts_at_committed_offsets(broker: BrokerProcess) -> None:
+    """assign() plus group.id: the committed offset first, auto.offset.reset only where the
+    group has none, and an explicit seek_to_beginning() wins over both (Kafka's order)."""
+    async def main() -> None:
+        topic, group = name("assign"), name("g")
+        await create_topic(broker, topic, 3)
+        await produce(broker, topic, 30, 3)
+        tp0, tp1, tp2 = (TopicPartition(topic, p) for p in range(3))
+        first = Consumer(config(broker, group, **{"enable.auto.commit": False}))
+        await first.start()
+        await first.commit({tp0: OffsetAndMetadata(4), tp2: OffsetAndMetadata(9)})
+        await first.close()
+        c = Consumer(config(broker, group, **{"enable.auto.commit": False,
+                                              "auto.offset.reset": "latest"}))
+        await c.start()
+        c.assign([tp0, tp1, tp2])
+        assert [await c.position(tp) for tp in (tp0, tp1, tp2)] == [4, 10, 9]
+        got: list[tuple[int, int]] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 7 and time.monotonic() < deadline:
+            got += [(r.partition, r.offset) for r in await c.poll(0.5)]
+        assert sorted(got) == [(0, o) for o in range(4, 10)] + [(2, 9)]
+        c.seek_to_beginning([tp0])
+        assert await c.position(tp0) == 0
+        await c.close()
+
+    asyncio.run(main())
+
+
 def test_auto_commit_commits_what_poll_returned(broker: BrokerProcess) -> None:
     """Auto-commit commits positions when poll() is called again (the records it handed
     out before), so a crash while processing a batch redelivers that batch."""
