@@ -477,12 +477,8 @@ class ClassicMember(GroupMember):
         elif self.owned:
             await self.revoke(set(self.owned), lost=True)
         await self._leave("the consumer unsubscribed")
-        self.subscription = None
         self.rejoin_needed = True
-        self.lost = False
-        self.owned = set()
-        self.consumer._group_assign(set())
-        self.raise_pending()
+        self._forget_subscription()
 
     async def close(self, consumer: Consumer) -> None:
         if self._closed:

@@ -276,11 +276,7 @@ class ConsumerProtocolMember(GroupMember):
         self.leaving = True
         await self._leave()
         self.leaving = False
-        self.subscription = None
-        self.lost = False
-        self.owned = set()
-        self.consumer._group_assign(set())
-        self.raise_pending()
+        self._forget_subscription()
 
     async def close(self, consumer: Consumer) -> None:
         if self._closed:

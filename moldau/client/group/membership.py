@@ -70,6 +70,7 @@ class GroupMember:
         self.listener = RebalanceListener()
         self.owned: set[TopicPartition] = set()
         self.member_id = ""
+        self.lost = False
         self.fatal: BaseException | None = None
         self.auto_commit: bool = self.config["enable.auto.commit"]
         self.last_poll = time.monotonic()
@@ -107,6 +108,15 @@ class GroupMember:
     async def unsubscribe(self) -> None:
         """Give every partition up and leave the group (memberships override)."""
         self.subscription = None
+
+    def _forget_subscription(self) -> None:
+        """After leaving the group: no subscription, nothing owned or assigned, and the
+        error of a rebalance callback (if any) raised now."""
+        self.subscription = None
+        self.lost = False
+        self.owned = set()
+        self.consumer._group_assign(set())
+        self.raise_pending()
 
     # --- identity of commits ----------------------------------------------------------------
 
