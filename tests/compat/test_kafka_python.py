@@ -228,6 +228,7 @@ def _group_consumer(bootstrap: str, group: str, topic: str) -> KafkaConsumer:
     consumer = _consumer(bootstrap, group_id=group, auto_offset_reset="earliest",
                          max_poll_records=30)
     consumer.subscribe([topic])
+    consumer.topics()  # works around a kafka-python 3.0.12 rejoin bug (docs/compatibility.md)
     return consumer
 
 

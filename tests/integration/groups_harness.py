@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
+import logging
 import os
 import shutil
 import signal
@@ -108,7 +110,14 @@ def _kafka_python_worker(args: argparse.Namespace, emit: Emitter) -> None:
         def on_partitions_assigned(self, assigned: Iterable[Any]) -> None:
             emit("assign", p=sorted(tp.partition for tp in assigned))
 
+    # kafka-python 3.0.12 bug: a leader that assigned without the topic's metadata rejoins once
+    # the metadata arrives; if its poll() timer runs out while that rejoin is in flight, the
+    # rejoin's own assignment refreshes the metadata snapshot, need_rejoin() turns False, and
+    # the finished join is never completed: the member keeps no partitions and never
+    # heartbeats again. A metadata update after subscribe() (topics() forces one) fills the
+    # snapshot before the first join, so no such rejoin happens (docs/compatibility.md).
     consumer.subscribe([args.topic], listener=Listener())
+    consumer.topics()
     emit("ready")
     stop = _stop_flag()
     while not stop():
@@ -204,6 +213,12 @@ def worker_main(argv: list[str]) -> None:
     parser.add_argument("--assignor", default="")
     parser.add_argument("--instance", default="", help="group.instance.id (confluent only)")
     args = parser.parse_args(argv)
+    # The client library's own account of joins and assignments lands in the worker's
+    # stderr file, which a failing test prints.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # SIGUSR1 prints every thread's stack: how to see where a hung client waits.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     emit = Emitter(args.out)
     {"confluent": _confluent_worker, "kafka-python": _kafka_python_worker,
      "aiokafka": _aiokafka_worker}[args.client](args, emit)

@@ -14,6 +14,7 @@ Left out: v8+ (join reasons, KIP-814 skip-assignment).
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -23,6 +24,8 @@ from ..group.classic import JoinResult
 from ..group.classic_protocol import JoinRequest
 from ..group.errors import GroupError
 from ..group.service import coordinator_of
+
+log = logging.getLogger(__name__)
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -54,6 +57,9 @@ async def handle_join_group(ctx: RequestContext, request: Any) -> Any:
         answer = JoinResult(error=exc.code, member_id=req.member_id)
     if isinstance(answer, asyncio.Future):
         answer = await asyncio.shield(answer)
+    log.debug("JoinGroup v%d of group %s from member %r (client %s): error %d, generation %d, "
+              "member %r, leader %r", ctx.version, req.group_id, req.member_id, req.client_id,
+              answer.error, answer.generation_id, answer.member_id, answer.leader)
     nullable = ctx.version >= 7
     return ctx.respond({
         "throttle_time": 0,

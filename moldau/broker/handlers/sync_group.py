@@ -10,6 +10,7 @@ REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -17,6 +18,8 @@ from ..dispatch import RequestContext, handler
 from ..group.classic import SyncResult
 from ..group.errors import GroupError
 from ..group.service import coordinator_of
+
+log = logging.getLogger(__name__)
 
 
 @handler(ApiKey.SYNC_GROUP, 0, 5)
@@ -34,6 +37,9 @@ async def handle_sync_group(ctx: RequestContext, request: Any) -> Any:
         answer = SyncResult(error=exc.code)
     if isinstance(answer, asyncio.Future):
         answer = await asyncio.shield(answer)
+    log.debug("SyncGroup v%d of group %s generation %d from member %r: error %d, %d bytes of "
+              "assignment", ctx.version, request.group_id, request.generation_id,
+              request.member_id, answer.error, len(answer.assignment or b""))
     return ctx.respond({
         "throttle_time": 0,
         "error_code": answer.error,
