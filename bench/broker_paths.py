@@ -37,6 +37,14 @@ def _count(fn: Callable[[], None], iterations: int) -> dict[str, float]:
             "median_us": 0.0}
 
 
+def _summary(per_round: list[float], total: int) -> dict[str, float]:
+    """The best round's CPU µs per request (least disturbed by other processes), the median
+    round's, and how many requests ran."""
+    per_round = sorted(per_round)
+    return {"requests": total, "cpu_us_per_request": round(per_round[0], 2),
+            "median_us": round(per_round[len(per_round) // 2], 2)}
+
+
 def _time(fn: Callable[[], None], seconds: float, rounds: int = 7) -> dict[str, float]:
     """CPU µs per call: the best of ``rounds`` rounds (the minimum is the figure least
     disturbed by other processes on a shared machine), and the median."""
@@ -52,9 +60,7 @@ def _time(fn: Callable[[], None], seconds: float, rounds: int = 7) -> dict[str, 
             n += 20
         per_round.append((time.process_time() - t0) / n * 1e6)
         total += n
-    per_round.sort()
-    return {"requests": total, "cpu_us_per_request": round(per_round[0], 2),
-            "median_us": round(per_round[len(per_round) // 2], 2)}
+    return _summary(per_round, total)
 
 
 _SENTINEL = 0x5A5A5A5A5A5A5A5A
@@ -96,9 +102,7 @@ async def long_poll_cycle(broker: Broker, seconds: float, iterations: int) -> di
             n += 1
         per_round.append((time.process_time() - t0) / n * 1e6)
         total += n
-    per_round.sort()
-    return {"requests": total, "cpu_us_per_request": round(per_round[0], 2),
-            "median_us": round(per_round[len(per_round) // 2], 2)}
+    return _summary(per_round, total)
 
 
 async def run(seconds: float, only: list[str], iterations: int = 0) -> dict[str, Any]:

@@ -14,6 +14,14 @@ from .conftest import moldau, moldau_many, unique
 RECORDS = 30
 
 
+def create_with_records(b: list[str], topic: str) -> None:
+    """A 3-partition topic holding RECORDS keyed records, through the CLI."""
+    moldau("topics", *b, "--create", "--topic", topic, "--partitions", "3").ok()
+    moldau("produce", *b, "--topic", topic, "--property", "parse.key=true",
+           "--property", "key.separator=:",
+           stdin="".join(f"k{i}:v{i}\n" for i in range(RECORDS))).ok()
+
+
 def _rows(output: str) -> dict[int, list[str]]:
     """--describe table rows by partition: [GROUP, TOPIC, PARTITION, CURRENT-OFFSET,
     LOG-END-OFFSET, LAG, CONSUMER-ID, HOST, CLIENT-ID]."""
@@ -48,10 +56,7 @@ def _watermarks(consumer: Consumer, topic: str) -> dict[int, int]:
 def test_describe_lag_reset_and_delete(bootstrap: str) -> None:
     b = ["-b", bootstrap]
     topic, group = unique("lag"), unique("lag-group")
-    moldau("topics", *b, "--create", "--topic", topic, "--partitions", "3").ok()
-    moldau("produce", *b, "--topic", topic, "--property", "parse.key=true",
-           "--property", "key.separator=:",
-           stdin="".join(f"k{i}:v{i}\n" for i in range(RECORDS))).ok()
+    create_with_records(b, topic)
 
     # An active member that read some records and committed them: the group is behind.
     first = _consumer(bootstrap, group)
@@ -133,10 +138,7 @@ def test_describe_lag_reset_and_delete(bootstrap: str) -> None:
 def test_reset_scenarios_and_offset_deletion(bootstrap: str, tmp_path: Path) -> None:
     b = ["-b", bootstrap]
     topic, group = unique("scen"), unique("scen-group")
-    moldau("topics", *b, "--create", "--topic", topic, "--partitions", "3").ok()
-    moldau("produce", *b, "--topic", topic, "--property", "parse.key=true",
-           "--property", "key.separator=:",
-           stdin="".join(f"k{i}:v{i}\n" for i in range(RECORDS))).ok()
+    create_with_records(b, topic)
     moldau("groups", *b, "--reset-offsets", "--group", group, "--topic", f"{topic}:0,1,2",
            "--to-offset", "2", "--execute").ok()
     probe = _consumer(bootstrap, unique("probe"))

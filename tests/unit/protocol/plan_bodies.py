@@ -12,18 +12,10 @@ import struct
 from collections.abc import Iterator
 
 from moldau.protocol.request_plan import Array, Blob, Fixed, Node, Struct
+from moldau.protocol.varint import uvarint_bytes as uvarint
 
 HUGE_COMPACT = bytes.fromhex("ffffffff0f")
 HUGE_LEGACY = struct.pack(">i", 0x7FFFFFFF)
-
-
-def uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 class Choices:
