@@ -55,9 +55,9 @@ def _check_broker_name(name: str, node_id: int) -> None:
         return
     try:
         broker_id = int(name)
-    except ValueError:
+    except ValueError as exc:
         raise _Refused(ErrorCode.invalid_request,
-                       f"Broker id must be an integer, but it is: {name!r}") from None
+                       f"Broker id must be an integer, but it is: {name!r}") from exc
     if broker_id != node_id:
         raise _Refused(ErrorCode.invalid_request,
                        f"Unexpected broker id, expected {node_id} or empty string, but "
