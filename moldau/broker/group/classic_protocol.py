@@ -11,12 +11,8 @@ heartbeating for their session timeout are removed, which starts a new rebalance
 JoinGroup and SyncGroup answers are futures parked on the member until the group is ready; the
 request's connection waits on them (the broker's connection parks async handlers).
 
-A rebalance that nobody rejoined leaves the group empty: its next, empty generation is written
-first and entered once the write succeeded, so memory never runs ahead of the log. (Kafka's old
-coordinator entered it at once and only warned when the write failed; its new one reverts the
-in-memory change then.) Until then the group stays rebalancing without members; a failed write
-is retried after :data:`EMPTY_RETRY_MS`, and a member joining meanwhile simply starts the next
-generation.
+A rebalance that nobody rejoined leaves the group empty: that generation is entered only once
+its record is written (see :meth:`ClassicProtocol._enter_empty_generation`).
 """
 
 from __future__ import annotations
@@ -410,7 +406,11 @@ class ClassicProtocol:
         await self.coordinator.write(shard, [(GroupKey(group.group_id), value)])
 
     async def _enter_empty_generation(self, group: ClassicGroup) -> None:
-        """Write the next, empty generation of a group nobody rejoined, then enter it."""
+        """Write the next, empty generation of a group nobody rejoined, then enter it, so
+        memory never runs ahead of the log (Kafka's old coordinator entered it at once and only
+        warned on a failed write; its new one reverts the change then). Until then the group
+        stays rebalancing without members; a failed write is retried after
+        :data:`EMPTY_RETRY_MS`; a member joining meanwhile starts the next generation itself."""
         generation, now = group.generation_id, self._now()
         value = replace(group.to_record(), generation=generation + 1, protocol=None,
                         leader=None, current_state_timestamp=now, members=())
