@@ -1,8 +1,8 @@
-"""Group changes that no request waits for are written before they are applied (issue 11,
-defect 15): a KIP-848 member fenced by its session timeout, and a classic group that nobody
-rejoined. With a failing ``__consumer_offsets`` the group stays as it was (memory never runs
-ahead of the log, so a restart shows the same group), the failure is logged and the write is
-retried. Also: a failed append keeps its cause chained."""
+"""Group changes are written before they are applied (issue 11, defect 15): a KIP-848 member
+fenced by its session timeout, a classic group that nobody rejoined, a simple group created by a
+commit. With a failing ``__consumer_offsets`` the group stays as it was (memory never runs ahead
+of the log, so a restart shows the same group), the failure is logged and the write is retried.
+Also: a failed append keeps its cause chained."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from moldau.broker.group.classic_protocol import EMPTY_RETRY_MS
 from moldau.broker.group.consumer_group import ConsumerGroup
 from moldau.broker.group.consumer_ops import FENCE_RETRY_MS
 from moldau.broker.group.errors import GroupError
+from moldau.broker.group.offsets import OffsetToCommit
 from moldau.broker.group.offsets_log import OffsetsLogError
 from moldau.broker.group.records import GroupKey
 from moldau.protocol.errors import ErrorCode as E
@@ -145,4 +146,21 @@ def test_a_member_joining_while_the_empty_generation_is_written_starts_the_next(
         assert joined.error == 0, joined
         assert group.state == ClassicState.COMPLETING_REBALANCE
         assert newcomer in group.members and group.generation_id > generation
+    run(scenario())
+
+
+def test_a_simple_commit_that_was_not_written_leaves_no_group() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        shard = world.shard("simple")
+        world.log.fail_with = E.not_enough_replicas
+        errors = await world.coordinator.offsets.commit(
+            shard, "simple", -1, "", None, [OffsetToCommit("t", 0, 5, -1, "")], version=8)
+        assert errors == [E.coordinator_not_available]
+        assert "simple" not in shard.groups  # the log holds nothing of it either
+        world.log.fail_with = None
+        too_big = OffsetToCommit("t", 0, 5, -1, "x" * 10_000)
+        errors = await world.coordinator.offsets.commit(shard, "simple", -1, "", None,
+                                                        [too_big], version=8)
+        assert errors == [E.offset_metadata_too_large] and "simple" not in shard.groups
     run(scenario())
