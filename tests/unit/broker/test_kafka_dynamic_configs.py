@@ -148,3 +148,16 @@ def test_described_with_kafkas_defaults_values_and_synonyms(tmp_path: Path) -> N
         "listener.name.a.plain.sasl.jaas.config", "sasl.jaas.config")
     defaults = {e.name: e.value for e in broker_entries(image, config, "")}
     assert defaults == {"max.connections": "500"}
+
+
+def test_list_operations_start_from_kafkas_defaults() -> None:
+    from moldau.broker.metadata.validation import OP_APPEND, OP_SUBTRACT, apply_incremental
+
+    assert apply_incremental({}, [("sasl.enabled.mechanisms", OP_APPEND, "PLAIN")],
+                             BROKER_DEFINITIONS) == {"sasl.enabled.mechanisms": "GSSAPI,PLAIN"}
+    assert apply_incremental({}, [("listener.name.a.ssl.enabled.protocols", OP_SUBTRACT,
+                                   "TLSv1.2")], BROKER_DEFINITIONS) == {
+        "listener.name.a.ssl.enabled.protocols": "TLSv1.3"}
+    problem = apply_incremental({}, [("sasl.kerberos.min.time.before.relogin", OP_APPEND, "1")],
+                                BROKER_DEFINITIONS)
+    assert isinstance(problem, tuple) and problem[0] == ErrorCode.invalid_config
