@@ -25,7 +25,6 @@ import contextlib
 import difflib
 import logging
 import os
-import re
 import sys
 import textwrap
 import time
@@ -45,6 +44,7 @@ from moldau.client import (
     KafkaConnectionError,
 )
 from moldau.client.config import KINDS, parse_servers
+from moldau.protocol import properties
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
@@ -159,62 +159,14 @@ def key_values(items: list[str] | None, what: str) -> dict[str, str]:
 
 # --- properties files ---------------------------------------------------------------------
 
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch != "\\" or i + 1 >= len(text):
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
-            out.append(chr(int(text[i + 2:i + 6], 16)))
-            i += 6
-        else:
-            out.append(_ESCAPES.get(nxt, nxt))
-            i += 2
-    return "".join(out)
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text: ``key=value``, ``key: value`` or ``key value``.
-
-    Handles ``#``/``!`` comments, backslash line continuations and escapes, as
-    ``java.util.Properties.load`` does.
-    """
-    logical: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.lstrip()
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        if (len(line) - len(line.rstrip("\\"))) % 2 == 1:  # odd backslashes: continued
-            pending += line[:-1]
-            continue
-        logical.append(pending + line)
-        pending = ""
-    if pending:
-        logical.append(pending)
-    result: dict[str, str] = {}
-    for line in logical:
-        match = re.match(r"((?:\\.|[^=:\s\\])*)\s*(?:[=:]\s*|\s+|$)(.*)$", line)
-        key = _unescape(match.group(1)) if match else ""
-        if match and key:
-            result[key] = _unescape(match.group(2))
-    return result
-
-
 def load_properties(path: str, what: str) -> dict[str, str]:
     """Read a properties file, failing with a readable message."""
     try:
-        return parse_properties(Path(path).read_text(encoding="utf-8"))
+        return properties.parse(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise CliError(f"cannot read {what} {path}: {exc.strerror or exc}", 2) from None
+    except properties.PropertiesError as exc:
+        raise CliError(f"cannot read {what} {path}: {exc}", 2) from None
 
 
 def format_properties(items: list[str], path: str | None, file_flag: str,

@@ -11,6 +11,8 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..protocol import properties
+
 # Java client settings without a librdkafka equivalent; harmless to drop for a perf run.
 JAVA_ONLY = frozenset({
     "key.serializer", "value.serializer", "key.deserializer", "value.deserializer",
@@ -36,21 +38,15 @@ def parse_pairs(pairs: Iterable[str]) -> dict[str, str]:
 
 
 def read_properties(path: str | Path) -> dict[str, str]:
-    """A Java properties file (``key=value`` or ``key: value``, ``#``/``!`` comments)."""
+    """A Java properties file, read as ``java.util.Properties.load`` reads it."""
     try:
-        text = Path(path).read_text()
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise PropsError(f"cannot read properties file {path}: {exc.strerror}") from None
-    out: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut <= 0:
-            raise PropsError(f"{path}:{number}: expected key=value, got {raw!r}")
-        out[line[:cut].strip()] = line[cut + 1 :].strip()
-    return out
+    try:
+        return properties.parse(text)
+    except properties.PropertiesError as exc:
+        raise PropsError(f"{path}: {exc}") from None
 
 
 def librdkafka_config(props: dict[str, str]) -> dict[str, str]:
@@ -59,4 +55,5 @@ def librdkafka_config(props: dict[str, str]) -> dict[str, str]:
     if dropped:
         print(f"note: ignoring Java client settings librdkafka does not have: "
               f"{', '.join(dropped)}", file=sys.stderr)
-    return {k: v for k, v in props.items() if k not in JAVA_ONLY}
+    # The Java clients' ConfigDef trims values; librdkafka would refuse "all " for acks.
+    return {k: v.strip() for k, v in props.items() if k not in JAVA_ONLY}

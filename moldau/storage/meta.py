@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..protocol import properties
 from .fs import DEFAULT_FS, FileSystem
 from .names import META_PROPERTIES
 
@@ -47,21 +48,12 @@ class MetaProperties:
     extra: dict[str, str] = field(default_factory=dict)
 
 
-def _unescape(value: str) -> str:
-    # Java properties escapes that can appear in ids/paths written by Kafka.
-    return value.replace("\\:", ":").replace("\\=", "=").replace("\\\\", "\\")
-
-
 def parse_meta_properties(text: str) -> MetaProperties:
-    props: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if not sep:
-            key, sep, value = line.partition(":")
-        props[key.strip()] = _unescape(value.strip())
+    """Read meta.properties as Kafka does (``Properties.load``)."""
+    try:
+        props = properties.parse(text)
+    except properties.PropertiesError as exc:
+        raise MetaPropertiesError(f"meta.properties cannot be read: {exc}") from exc
     meta = MetaProperties()
     try:
         meta.version = int(props.pop("version", "0"))
@@ -76,6 +68,7 @@ def parse_meta_properties(text: str) -> MetaProperties:
 
 
 def format_meta_properties(meta: MetaProperties) -> str:
+    """meta.properties as Kafka writes it (``Properties.store`` to a Writer, empty comment)."""
     stamp = time.strftime("%a %b %d %H:%M:%S UTC %Y", time.gmtime())
     props = dict(meta.extra)
     if meta.cluster_id is not None:
@@ -85,15 +78,17 @@ def format_meta_properties(meta: MetaProperties) -> str:
     if meta.node_id is not None:
         props["node.id"] = str(meta.node_id)
     props["version"] = str(meta.version)
-    body = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
-    return f"#\n#{stamp}\n{body}"
+    return f"#\n#{stamp}\n{properties.dump(sorted(props.items()))}"
 
 
 def read_meta_properties(log_dir: str, fs: FileSystem = DEFAULT_FS) -> MetaProperties | None:
     path = os.path.join(log_dir, META_PROPERTIES)
     if not fs.exists(path):
         return None
-    return parse_meta_properties(fs.read_file(path).decode("utf-8", "replace"))
+    try:
+        return parse_meta_properties(fs.read_file(path).decode("utf-8", "replace"))
+    except MetaPropertiesError as exc:
+        raise MetaPropertiesError(f"{path}: {exc}") from exc
 
 
 def write_meta_properties(log_dir: str, meta: MetaProperties,

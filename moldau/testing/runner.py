@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..protocol import properties
 from .processes import child_env, kill, terminate
 
 _STARTED = re.compile(
@@ -27,7 +28,7 @@ _STARTED = re.compile(
 
 
 def _properties(settings: Mapping[str, Any]) -> str:
-    return "".join(f"{key}={value}\n" for key, value in settings.items())
+    return properties.dump((key, str(value)) for key, value in settings.items())
 
 
 def default_settings(data_dir: Path, node_id: int = 1) -> dict[str, Any]:

@@ -25,6 +25,8 @@ SETTINGS = {"group.min.session.timeout.ms": 1000, "offsets.topic.num.partitions"
 @pytest.fixture(scope="module")
 def broker() -> Iterator[InProcessBroker]:
     with InProcessBroker(settings=SETTINGS) as b:
+        with Wire(b.broker.bound_port()) as w:
+            create_topic(w, "t")  # commits name it: Kafka refuses offsets of unknown topics
         yield b
 
 

@@ -1,7 +1,7 @@
 """Broker configuration with Kafka's key names, defaults and validation."""
 
 from .listeners import Endpoint, ListenerConfig
-from .loader import BrokerConfig, build_config, load_config, parse_properties
+from .loader import BrokerConfig, build_config, load_config
 from .types import ConfigError
 
 __all__ = [
@@ -11,5 +11,4 @@ __all__ = [
     "ListenerConfig",
     "build_config",
     "load_config",
-    "parse_properties",
 ]

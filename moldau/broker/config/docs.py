@@ -1,14 +1,33 @@
 """Render the configuration tables of docs/configuration.md from the definitions.
 
-``python -m moldau.broker.config.docs`` prints the two tables (broker keys, topic keys);
-tests/unit/broker/test_config_docs.py checks the document carries every key and default.
+``python -m moldau.broker.config.docs`` prints the three tables (broker keys, topic keys,
+Kafka's dynamic broker keys and what each does in Moldau); tests/unit/broker/test_config_docs.py
+checks the document carries them.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .definitions import BROKER_CONFIGS, TOPIC_CONFIGS
+from ..metadata.configs import APPLIED_BROKER_CONFIGS, render
+from .definitions import BROKER_BY_NAME, BROKER_CONFIGS, TOPIC_BY_NAME, TOPIC_CONFIGS
+from .kafka_dynamic import (
+    CLEANER,
+    GROUP,
+    KAFKA_ONLY,
+    LISTENER_ONLY,
+    LOG,
+    METRICS,
+    PER_BROKER,
+    PRODUCER,
+    QUOTA,
+    REMOTE,
+    SASL,
+    SOCKET,
+    SSL,
+    THREADS,
+    listener_settable,
+)
 from .types import LONG_MAX
 
 
@@ -46,8 +65,72 @@ def topic_table() -> str:
     return "\n".join(lines)
 
 
+_NO_EFFECT = {
+    SSL: "no effect: Moldau has no TLS listeners",
+    SASL: "no effect: Moldau has no SASL authentication",
+    SOCKET: "no effect: Moldau has no such connection limit",
+    THREADS: "no effect: one asyncio event loop serves requests",
+    CLEANER: "no effect: Moldau's cleaner is not tuned by this key",
+    LOG: "no effect: Moldau has no broker default for this topic setting",
+    METRICS: "no effect: Moldau has no metrics reporters",
+    PRODUCER: "no effect: Moldau does not verify transactional partitions",
+    REMOTE: "no effect: Moldau has no tiered storage",
+    QUOTA: "no effect: Moldau has no replication throttles",
+}
+# Keys Moldau defines but does not act on at all (the static value does nothing either).
+_UNUSED = {
+    "log.cleaner.backoff.ms": "no effect: Moldau's cleaner does not read it",
+    "num.network.threads": "no effect: one asyncio event loop serves requests",
+    "num.io.threads": "no effect: Moldau does not read it",
+}
+
+
+def _effect(name: str) -> str:
+    """What a dynamic change of ``name`` does in Moldau."""
+    topic_key = next((d.name for d, broker_key in TOPIC_CONFIGS if broker_key == name), None)
+    if name in APPLIED_BROKER_CONFIGS and topic_key is not None:
+        notes = (BROKER_BY_NAME[name].kafka, TOPIC_BY_NAME[topic_key].kafka)
+        if any("no effect" in note for note in notes):
+            return f"no effect (nor has `{topic_key}`)"
+        return f"applied at once, as the default of topic key `{topic_key}`"
+    if name in _UNUSED:
+        return _UNUSED[name]
+    if name in BROKER_BY_NAME:
+        return "stored only: Moldau uses the value from server.properties, read at start"
+    return _NO_EFFECT[GROUP[name]]
+
+
+def _scope(name: str) -> str:
+    if name in LISTENER_ONLY:
+        return "one listener (`listener.name.<listener>.` prefix) only"
+    if name in PER_BROKER:
+        return "a broker id or one listener" if listener_settable(name) else "a broker id"
+    if listener_settable(name):
+        return "a broker id, the cluster default or one listener"
+    return "a broker id or the cluster default"
+
+
+def dynamic_table() -> str:
+    """Kafka's dynamic broker keys: where each may be set, its default, its effect here."""
+    lines = ["| Key | Set for | Default | In Moldau |", "|---|---|---|---|"]
+    for name in sorted(GROUP):
+        definition = BROKER_BY_NAME.get(name) or KAFKA_ONLY[name]
+        default = definition.default_value()
+        if definition.type == "password" or default is None:
+            text = "null"
+        elif default == LONG_MAX or isinstance(default, (bool, list)):
+            text = render_default(default)
+        else:
+            text = render(definition, default) or '""'
+        lines.append(f"| `{name}` | {_scope(name)} | `{_cell(text)}` | "
+                     f"{_cell(_effect(name))} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     print("## Broker keys\n")
     print(broker_table())
     print("\n## Topic keys\n")
     print(topic_table())
+    print("\n## Dynamic broker keys\n")
+    print(dynamic_table())

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ...protocol import properties
 from .definitions import BROKER_BY_NAME, BROKER_CONFIGS, TOPIC_BY_NAME, TOPIC_CONFIGS
 from .listeners import ListenerConfig, resolve_listener_config
 from .types import ConfigError
@@ -28,56 +29,6 @@ _NOT_CONFIG_ENV = {
     "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_DEBUG", "KAFKA_VERSION",
     "KAFKA_HOME", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_ZOOKEEPER_CONNECT",
 }
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text: ``=``/``:`` separators, ``#``/``!`` comments,
-    backslash line continuations and escapes."""
-    result: dict[str, str] = {}
-    logical: list[str] = []
-    for raw_line in text.splitlines():
-        line = raw_line.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        entry = "".join(logical)
-        logical = []
-        key_chars: list[str] = []
-        i = 0
-        while i < len(entry):
-            ch = entry[i]
-            if ch == "\\" and i + 1 < len(entry):
-                key_chars.append(entry[i + 1])
-                i += 2
-                continue
-            if ch in "=: \t":
-                break
-            key_chars.append(ch)
-            i += 1
-        rest = entry[i:].lstrip(" \t")
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t")
-        result["".join(key_chars)] = _unescape(rest)
-    return result
-
-
-def _unescape(value: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(value):
-        ch = value[i]
-        if ch == "\\" and i + 1 < len(value):
-            nxt = value[i + 1]
-            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    return "".join(out).rstrip()
 
 
 def env_to_key(name: str) -> str | None:
@@ -228,12 +179,14 @@ def load_config(
 ) -> BrokerConfig:
     """Load configuration the way ``moldau serve`` does."""
     if path is None:
-        raw = parse_properties(embedded_defaults_text())
+        raw = properties.parse(embedded_defaults_text())
     else:
         try:
-            raw = parse_properties(Path(path).read_text())
+            raw = properties.parse(Path(path).read_text())
         except OSError as exc:
             raise ConfigError(f"Cannot read config file {path}: {exc.strerror}") from None
+        except properties.PropertiesError as exc:
+            raise ConfigError(f"Cannot read config file {path}: {exc}") from None
     env = os.environ if environ is None else environ
     from_env = {key: value for key, value in ((env_to_key(n), v) for n, v in env.items()) if key}
     for layer in (from_env, parse_overrides(overrides)):

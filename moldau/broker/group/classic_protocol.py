@@ -10,6 +10,9 @@ heartbeating for their session timeout are removed, which starts a new rebalance
 
 JoinGroup and SyncGroup answers are futures parked on the member until the group is ready; the
 request's connection waits on them (the broker's connection parks async handlers).
+
+A rebalance that nobody rejoined leaves the group empty: that generation is entered only once
+its record is written (see :meth:`ClassicProtocol._enter_empty_generation`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
@@ -34,6 +37,8 @@ log = logging.getLogger(__name__)
 
 # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member that never completes its join.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+EMPTY_RETRY_MS = 500
+"""Back-off before writing an emptied group's generation again after a failed write."""
 
 S = ClassicState
 
@@ -66,6 +71,8 @@ class ClassicProtocol:
         self.coordinator = coordinator
         self.timer = coordinator.timer
         self.config = coordinator.config
+        # Ids of groups whose empty generation is being written.
+        self.emptying: set[str] = set()
 
     # --- helpers -----------------------------------------------------------------------
     def _now(self) -> int:
@@ -328,16 +335,13 @@ class ClassicProtocol:
             log.info("Group %s removes member %s which did not rejoin in time",
                      group.group_id, member.member_id)
             self._drop_member(group, member, ErrorCode.unknown_member_id)
+        if group.is_empty:
+            if group.group_id not in self.emptying:
+                self.emptying.add(group.group_id)
+                self.coordinator.spawn(self._enter_empty_generation(group))
+            return
         group.generation_id += 1
         now = self._now()
-        if group.is_empty:
-            group.protocol_name = None
-            group.leader_id = None
-            group.transition(S.EMPTY, now)
-            log.info("Group %s with generation %d is now empty", group.group_id,
-                     group.generation_id)
-            self.coordinator.spawn(self._store_quietly(group))
-            return
         group.protocol_name = group.select_protocol()
         group.transition(S.COMPLETING_REBALANCE, now)
         log.info("Stabilized group %s generation %d with %d members (protocol %s)",
@@ -401,11 +405,41 @@ class ClassicProtocol:
         shard = self.coordinator.shard_of_group(group.group_id)
         await self.coordinator.write(shard, [(GroupKey(group.group_id), value)])
 
-    async def _store_quietly(self, group: ClassicGroup) -> None:
+    async def _enter_empty_generation(self, group: ClassicGroup) -> None:
+        """Write the next, empty generation of a group nobody rejoined, then enter it, so
+        memory never runs ahead of the log (Kafka's old coordinator entered it at once and only
+        warned on a failed write; its new one reverts the change then). Until then the group
+        stays rebalancing without members; a failed write is retried after
+        :data:`EMPTY_RETRY_MS`; a member joining meanwhile starts the next generation itself."""
+        generation, now = group.generation_id, self._now()
+        value = replace(group.to_record(), generation=generation + 1, protocol=None,
+                        leader=None, current_state_timestamp=now, members=())
         try:
-            await self.store_group(group)
+            shard = self.coordinator.shard_of_group(group.group_id)
+            await self.coordinator.write(shard, [(GroupKey(group.group_id), value)])
         except GroupError as exc:
-            log.warning("could not store metadata of group %s: %s", group.group_id, exc)
+            if exc.code == ErrorCode.not_coordinator:
+                # The shard moved: the next coordinator loads the group from the log.
+                log.info("Group %s: the empty generation was not written: %s",
+                         group.group_id, exc)
+                return
+            log.warning("Group %s: could not write its empty generation %d (%s: %s); "
+                        "retrying in %d ms", group.group_id, generation + 1, exc.code.name,
+                        exc, EMPTY_RETRY_MS)
+            self.timer.schedule(("join", group.group_id), EMPTY_RETRY_MS,
+                                lambda: self._complete_join(group))
+            return
+        finally:
+            self.emptying.discard(group.group_id)
+        if (group.generation_id != generation or not group.is_in(S.PREPARING_REBALANCE)
+                or not group.is_empty):
+            return  # a member joined meanwhile and started the next generation itself
+        group.generation_id = generation + 1
+        group.protocol_name = None
+        group.leader_id = None
+        group.transition(S.EMPTY, now)
+        log.info("Group %s with generation %d is now empty", group.group_id,
+                 group.generation_id)
 
     # --- SyncGroup -------------------------------------------------------------------------
     def sync(self, shard: GroupShard, group_id: str, generation_id: int, member_id: str,

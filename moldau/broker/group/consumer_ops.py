@@ -13,8 +13,11 @@ Durability: every change is answered only after its records are in ``__consumer_
 (Kafka's ConsumerGroupMetadata, ConsumerGroupMemberMetadata and
 ConsumerGroupCurrentMemberAssignment records), so after a coordinator restart members carry on
 with their partitions; the target assignment is recomputed at load (see
-:meth:`.consumer_group.ConsumerGroup.replay`). Changes made by timers (a member fenced) are
-written without a request waiting for them.
+:meth:`.consumer_group.ConsumerGroup.replay`). A member fenced by a timer is removed only once
+its tombstones are written (memory never runs ahead of the log); meanwhile its heartbeats get
+UNKNOWN_MEMBER_ID, as in Kafka where the removal is already applied, uncommitted. A failed
+write leaves the member in place and is retried after :data:`FENCE_RETRY_MS`, as Kafka's
+coordinator timers retry a failed write.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from .consumer_group import (
     reconcile,
 )
 from .errors import GroupError
-from .records import Value, WritableKey
+from .records import ConsumerGroupKey, ConsumerGroupValue, Value, WritableKey
 
 Records = list[tuple[WritableKey, Value | None]]
 
@@ -52,6 +55,9 @@ if TYPE_CHECKING:
     from .shard import GroupShard
 
 log = logging.getLogger(__name__)
+
+FENCE_RETRY_MS = 500
+"""Back-off before a fence whose write failed is tried again (Kafka's timer retry back-off)."""
 
 
 @dataclass(slots=True)
@@ -129,7 +135,7 @@ def validate_heartbeat(req: HeartbeatRequest, version: int, assignors: tuple[str
         except re.error as exc:
             raise GroupError(ErrorCode.invalid_regular_expression,
                              f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a "
-                             f"valid regular expression: {exc}.") from None
+                             f"valid regular expression: {exc}.") from exc
 
 
 class ConsumerProtocol:
@@ -139,6 +145,8 @@ class ConsumerProtocol:
         self.coordinator = coordinator
         self.config = coordinator.config
         self.timer = coordinator.timer
+        # (group id, member id) of members whose removal is being written.
+        self.fencing: set[tuple[str, str]] = set()
 
     # --- metadata ------------------------------------------------------------------------
     def topic_names(self) -> dict[uuid.UUID, str]:
@@ -207,19 +215,6 @@ class ConsumerProtocol:
         if shard.groups.get(group.group_id) is group:
             del shard.groups[group.group_id]
 
-    def _write_later(self, shard: GroupShard, group: ConsumerGroup, records: Records) -> None:
-        """Write records that no request waits for (timer-driven changes)."""
-        if not records:
-            return
-
-        async def store() -> None:
-            try:
-                await self.coordinator.write(shard, records)
-            except GroupError as exc:
-                log.warning("could not store the state of group %s: %s", group.group_id, exc)
-
-        self.coordinator.spawn(store())
-
     # --- heartbeat -----------------------------------------------------------------------
     def heartbeat(self, shard: GroupShard, req: HeartbeatRequest,
                   version: int) -> HeartbeatResult:
@@ -231,6 +226,10 @@ class ConsumerProtocol:
         if req.member_epoch == 0 and not req.member_id:
             req.member_id = new_member_id()
         validate_heartbeat(req, version, self.config.consumer_assignors)
+        if (req.group_id, req.member_id) in self.fencing:
+            raise GroupError(ErrorCode.unknown_member_id,
+                             f"member {req.member_id} is being removed from group "
+                             f"{req.group_id}; join again")
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(shard, req)
         group = self._group(shard, req.group_id, create=req.member_epoch == 0)
@@ -399,11 +398,54 @@ class ConsumerProtocol:
 
     def _fence(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
                reason: str) -> None:
-        if shard.groups.get(group.group_id) is not group or member_id not in group.members:
+        key = (group.group_id, member_id)
+        if (shard.groups.get(group.group_id) is not group or member_id not in group.members
+                or key in self.fencing):
             return
         log.info("[GroupId %s] Member %s fenced from the group because of %s",
                  group.group_id, member_id, reason)
-        self._write_later(shard, group, self._remove(group, member_id))
+        self.fencing.add(key)
+        self.coordinator.spawn(self._write_fence(shard, group, member_id, reason))
+
+    async def _write_fence(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
+                           reason: str) -> None:
+        """Write a fenced member's removal (its tombstones and the next group epoch), then
+        apply it; on failure the group is unchanged and the fence is retried."""
+        member = group.members[member_id]
+        epoch = group.group_epoch + 1
+        records: Records = [*member_records(group.group_id, member, None),
+                            (ConsumerGroupKey(group.group_id), ConsumerGroupValue(epoch))]
+        try:
+            await self.coordinator.write(shard, records)
+        except GroupError as exc:
+            if shard.groups.get(group.group_id) is not group or exc.code == \
+                    ErrorCode.not_coordinator:
+                # The shard moved: the next coordinator loads the group from the log.
+                log.info("[GroupId %s] Fencing member %s abandoned: %s", group.group_id,
+                         member_id, exc)
+                return
+            log.warning("[GroupId %s] Could not write the removal of member %s (%s: %s); "
+                        "retrying in %d ms", group.group_id, member_id, exc.code.name, exc,
+                        FENCE_RETRY_MS)
+            self.timer.schedule(("cg-session", group.group_id, member_id), FENCE_RETRY_MS,
+                                lambda: self._fence(shard, group, member_id, reason))
+            return
+        finally:
+            self.fencing.discard((group.group_id, member_id))
+        if shard.groups.get(group.group_id) is not group or \
+                group.members.get(member_id) is not member:
+            return  # replaced meanwhile (a static member's instance came back)
+        self._cancel_timers(group, member_id)
+        group.remove_member(member_id)
+        if group.group_epoch < epoch:
+            group.group_epoch = epoch
+            group.state_timestamp = self.timer.now_ms()
+            group.epoch_dirty = False
+        else:
+            # Another change wrote this epoch meanwhile; the removal needs a newer one, which
+            # the next heartbeat writes (as after a load).
+            group.bump_epoch(self.timer.now_ms())
+            group.epoch_dirty = True
 
     def _revocation_expired(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
                             epoch: int) -> None:

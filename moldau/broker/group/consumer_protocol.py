@@ -37,7 +37,7 @@ def _read(classes: list[Any], data: bytes) -> Any:
     try:
         value, _ = entity_reader(cls)(data, 2)
     except Exception as exc:
-        raise ValueError(f"malformed {cls.__name__} v{version}: {exc}") from None
+        raise ValueError(f"malformed {cls.__name__} v{version}: {exc}") from exc
     return value
 
 

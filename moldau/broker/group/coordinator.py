@@ -128,7 +128,7 @@ class GroupCoordinator:
         try:
             base = await self.log.append(shard.partition, batch)
         except OffsetsLogError as exc:
-            raise GroupError(append_error(exc.code), str(exc)) from None
+            raise GroupError(append_error(exc.code), str(exc)) from exc
         if self.shards.get(shard.partition) is not shard:
             raise GroupError(ErrorCode.not_coordinator,
                              f"lost leadership of __consumer_offsets-{shard.partition}")

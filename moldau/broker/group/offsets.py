@@ -154,7 +154,8 @@ class OffsetManager:
                      version: int, retention_ms: int = -1) -> list[int]:
         """Commit ``offsets``; returns one error code per entry (in order)."""
         try:
-            self._validate_commit(shard, group_id, generation, member_id, instance_id, version)
+            group = self._validate_commit(shard, group_id, generation, member_id, instance_id,
+                                          version)
         except GroupError as exc:
             log.debug("OffsetCommit v%d of group %s (generation %d, member %r) refused: %s",
                       version, group_id, generation, member_id, exc.code.name)
@@ -172,10 +173,13 @@ class OffsetManager:
                             OffsetValue(entry.offset, entry.metadata or "", now,
                                         entry.leader_epoch, expire)))
         if not records:
+            self.coordinator.maybe_forget_group(shard, group)
             return errors
         try:
             base = await self.coordinator.write(shard, records)
         except GroupError as exc:
+            # A simple group this commit created holds nothing the log knows of.
+            self.coordinator.maybe_forget_group(shard, group)
             return [exc.code if e == ErrorCode.none else e for e in errors]
         for i, (key, value) in enumerate(records):
             shard.offsets.replay(key, value, base + i)

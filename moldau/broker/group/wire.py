@@ -148,7 +148,7 @@ class Reader:
         try:
             return self._take(length).decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise RecordFormatError(f"string is not UTF-8: {exc}") from None
+            raise RecordFormatError(f"string is not UTF-8: {exc}") from exc
 
     def string(self) -> str:
         value = self.nullable_string()

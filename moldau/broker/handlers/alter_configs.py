@@ -7,18 +7,23 @@ clients moved to IncrementalAlterConfigs. A resource is changed entirely or not 
 * TOPIC (2): keys must be topic configs with valid values, else INVALID_CONFIG with a message
   naming the key and the value; unknown topics answer UNKNOWN_TOPIC_OR_PARTITION.
 * BROKER (4): name "" sets cluster-wide dynamic defaults, name = a broker id that broker's
-  dynamic configs. Only keys that can change at run time are accepted (the primary broker
-  synonyms of topic configs such as ``log.retention.ms``, ``log.segment.bytes``,
-  ``message.max.bytes``, ``log.cleanup.policy``, plus ``log.cleaner.backoff.ms``); others
-  answer INVALID_REQUEST "Cannot update these configs dynamically", and bad values
-  INVALID_REQUEST too (Kafka's codes for broker configs, KAFKA-13609).
+  dynamic configs. Every key Kafka accepts as a dynamic broker config is accepted
+  (``moldau/broker/config/kafka_dynamic.py``: SSL/SASL/listener configs, also with a
+  ``listener.name.<listener>.`` prefix, thread counts, cleaner settings, connection limits,
+  quotas, the primary broker synonyms of topic configs such as ``log.retention.ms``), with
+  Kafka's placement rules (store configs per listener only, security configs not at the
+  cluster default); only the topic-config synonyms take effect in Moldau (docs/configuration.md
+  lists which). Other known keys answer INVALID_REQUEST "Cannot update these configs
+  dynamically", names neither Moldau nor Kafka's dynamic set knows "Unknown broker config
+  name(s)", bad values INVALID_REQUEST too (Kafka's codes for broker configs, KAFKA-13609).
 
 Changes are ConfigRecords in the metadata log, so they survive restarts; the controller's
 listeners (the replica manager) apply them to logs at once. ``validate_only`` checks without
 changing anything. The same resource twice answers INVALID_REQUEST "Duplicate resource.";
 unknown resource types UNSUPPORTED_VERSION, BROKER_LOGGER and others INVALID_REQUEST.
 
-Left out: ACL checks, AlterConfigPolicy, per-listener (``listener.name.*``) broker configs.
+Left out: ACL checks, AlterConfigPolicy, custom (plugin) broker config names, which Kafka
+stores without checking.
 """
 
 from __future__ import annotations

@@ -9,10 +9,12 @@ Resources:
   (``retention.ms``: the topic value, then ``log.retention.ms``/``minutes``/``hours`` per
   level). Unknown topics answer UNKNOWN_TOPIC_OR_PARTITION, bad names
   INVALID_TOPIC_EXCEPTION.
-* BROKER (4): name = this node's id lists every broker key with its current value; name ""
-  lists the cluster-wide dynamic defaults only (as Kafka). ``read_only`` is false exactly for
-  the keys that AlterConfigs can change at run time. Another broker's id answers
-  INVALID_REQUEST (ask that broker).
+* BROKER (4): name = this node's id lists every broker key with its current value — Moldau's
+  keys, Kafka's other dynamic broker keys (with Kafka's defaults until set: kafka-python's
+  ``alter_configs`` checks names against this list) and the ``listener.name.*`` keys that are
+  set; name "" lists the cluster-wide dynamic defaults only (as Kafka). ``read_only`` is false
+  exactly for the keys that AlterConfigs can change at run time; passwords are sensitive
+  (value null). Another broker's id answers INVALID_REQUEST (ask that broker).
 * BROKER_LOGGER (8): this node's Python loggers (root and ``moldau.*``) with their levels in
   log4j names, source DYNAMIC_BROKER_LOGGER_CONFIG (6).
 
@@ -53,9 +55,9 @@ def _check_broker_name(name: str, node_id: int) -> None:
         return
     try:
         broker_id = int(name)
-    except ValueError:
+    except ValueError as exc:
         raise _Refused(ErrorCode.invalid_request,
-                       f"Broker id must be an integer, but it is: {name!r}") from None
+                       f"Broker id must be an integer, but it is: {name!r}") from exc
     if broker_id != node_id:
         raise _Refused(ErrorCode.invalid_request,
                        f"Unexpected broker id, expected {node_id} or empty string, but "

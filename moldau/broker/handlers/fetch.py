@@ -13,7 +13,20 @@ UNKNOWN_LEADER_EPOCH).
 
 Fetch sessions (KIP-227) are not kept: every answer has session id 0, which tells the client
 to send full fetch requests; a request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
-Follower fetches (replica id >= 0) are served by the replication layer.
+
+Follower fetches (``replica_id >= 0``, in v15+ ``ReplicaState.ReplicaId``) are answered with a
+per-partition error and no data, never with a crash: with replication not built yet, no broker
+is an assigned replica of any partition here (a cluster of one; the broker itself is never a
+"remote" replica of its own partitions either). Kafka answers a fetch from a broker that is not
+among the partition's replicas (``Partition.followerReplicaOrThrow``) with UNKNOWN_LEADER_EPOCH
+when the request carries ``current_leader_epoch`` (the pair (replica, epoch) is not, or not
+yet, valid: the follower retries after refreshing metadata) and NOT_LEADER_OR_FOLLOWER when it
+does not; we answer the same. The checks Kafka makes first keep their order and codes:
+UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION for partitions the metadata does not know,
+FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future epoch, and
+NOT_LEADER_OR_FOLLOWER where this broker does not lead the partition. Both codes are retriable,
+so a misconfigured follower backs off instead of failing hard; the replication issue replaces
+this answer.
 Left out: preferred read replicas (KIP-392) and diverging-epoch hints for consumers.
 """
 
@@ -24,11 +37,11 @@ import uuid
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
-from ...protocol.encoders.fetch import encode_fetch_response
+from ...protocol.encoders.fetch import FetchPartitionData, encode_fetch_response
 from ...protocol.entities import to_ms
 from ...protocol.errors import ErrorCode
 from ..dispatch import RawResponse, RequestContext, handler
-from ..replica_manager import FetchTarget
+from ..replica_manager import FetchTarget, ReplicaManager
 
 
 def _targets(ctx: RequestContext, request: Any) -> list[tuple[str | uuid.UUID, list[FetchTarget]]]:
@@ -54,15 +67,41 @@ def _replica_id(request: Any) -> int:
     return getattr(request, "replica_id", -1)
 
 
+def _non_replica_error(manager: ReplicaManager, target: FetchTarget) -> ErrorCode:
+    """The error of one partition of a fetch from a broker that is not its replica."""
+    if target.unknown_id:
+        return ErrorCode.unknown_topic_id
+    topic = manager.broker.image.topics_by_name.get(target.topic)
+    if topic is None or target.partition not in topic.partitions:
+        return ErrorCode.unknown_topic_or_partition
+    partition = manager.get(target.topic, target.partition)
+    if partition is None:
+        return ErrorCode.not_leader_or_follower
+    error = partition.check_leader_epoch(target.current_leader_epoch)
+    if error != ErrorCode.none:
+        return error
+    if not partition.is_leader or target.current_leader_epoch < 0:
+        return ErrorCode.not_leader_or_follower
+    return ErrorCode.unknown_leader_epoch
+
+
+def _answer_non_replica(ctx: RequestContext, request: Any) -> RawResponse:
+    manager = ctx.broker.replica_manager
+    topics = [(key, [FetchPartitionData(t.partition, _non_replica_error(manager, t))
+                     for t in targets])
+              for key, targets in _targets(ctx, request)]
+    return RawResponse(encode_fetch_response(ctx.version, topics))
+
+
 @handler(ApiKey.FETCH, 4, 16)
 def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.replica_manager
-    if _replica_id(request) >= 0:
-        return manager.follower_fetch(ctx, request)
     version = ctx.version
     if getattr(request, "session_id", 0) != 0:
         return RawResponse(encode_fetch_response(
             version, [], error_code=ErrorCode.fetch_session_id_not_found))
+    if _replica_id(request) >= 0:
+        return _answer_non_replica(ctx, request)
     plan = _targets(ctx, request)
     committed = getattr(request, "isolation_level", 0) == 1
     max_bytes = getattr(request, "max_bytes", 0x7FFFFFFF)

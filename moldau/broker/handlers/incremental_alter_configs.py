@@ -8,8 +8,10 @@ unknown operation INVALID_REQUEST. A resource is changed entirely or not at all.
 
 * TOPIC (2) and BROKER (4) follow the rules of AlterConfigs (see ``alter_configs.py``):
   topic values are checked per key (INVALID_CONFIG naming key and value), broker resources
-  accept only the keys that can change at run time (INVALID_REQUEST otherwise). Changes are
-  ConfigRecords in the metadata log, applied by the controller's listeners.
+  accept the keys Kafka can change at run time, ``listener.name.*`` forms included, and store
+  them (INVALID_REQUEST for other keys). APPEND/SUBTRACT on a broker LIST key that is unset
+  start from its default (Kafka's, for keys Moldau has no setting of its own for). Changes
+  are ConfigRecords in the metadata log, applied by the controller's listeners.
 * BROKER_LOGGER (8), name = this node's id: SET a logger's level (TRACE, DEBUG, INFO, WARN,
   ERROR, FATAL, OFF; TRACE maps to DEBUG) or DELETE it (inherit from its parent again). This
   changes the running process only, as in Kafka; it is not persisted.
@@ -17,7 +19,7 @@ unknown operation INVALID_REQUEST. A resource is changed entirely or not at all.
 ``validate_only`` checks without changing anything. The same resource twice answers
 INVALID_REQUEST "Duplicate resource.".
 
-Left out: ACL checks, AlterConfigPolicy, per-listener (``listener.name.*``) broker configs.
+Left out: ACL checks, AlterConfigPolicy, custom (plugin) broker config names.
 """
 
 from __future__ import annotations

@@ -30,7 +30,17 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.config_source import ConfigSource
+from ...protocol.errors import ErrorCode
 from ..config.definitions import BROKER_BY_NAME, TOPIC_BY_NAME, TOPIC_CONFIGS
+from ..config.kafka_dynamic import (
+    KAFKA_DYNAMIC_NAMES,
+    KAFKA_ONLY,
+    broker_definition,
+    is_dynamic,
+    listener_base,
+    mechanism_config,
+    scope_problems,
+)
 from ..config.types import ConfigDef, ConfigError
 from .records import BROKER_RESOURCE, TOPIC_RESOURCE
 
@@ -110,17 +120,53 @@ def broker_key_synonyms(name: str) -> tuple[str, ...]:
         names = tuple(s.name for s in chain)
         if len(names) > 1 and name in names:
             return names
+    base = listener_base(name)
+    if base is not None:
+        # listener.name.<l>.<config> falls back to <config>; a SASL mechanism's
+        # (listener.name.<l>.<mechanism>.<config>) to <config> without the mechanism.
+        return (name, mechanism_config(base) or base)
     return (name,)
 
 
-# The broker keys Kafka lets AlterConfigs change at run time that Moldau applies: the primary
-# broker synonym of every topic config (Kafka's DynamicLogConfig.ReconfigurableConfigs — the
-# first synonym only, so log.retention.ms is dynamic but log.retention.hours is not) plus the
-# cleaner back-off. Others answer "Cannot update these configs dynamically".
-DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset(
-    {chain[0].name for chain in TOPIC_BROKER_SYNONYMS.values() if chain}
-    | {"log.cleaner.backoff.ms"}
-) & frozenset(BROKER_BY_NAME)
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = KAFKA_DYNAMIC_NAMES
+"""The broker keys Kafka lets AlterConfigs change at run time (``DynamicBrokerConfig``; the
+data is in :mod:`..config.kafka_dynamic`), without their ``listener.name.*`` forms. Other known
+keys answer "Cannot update these configs dynamically"."""
+
+APPLIED_BROKER_CONFIGS: frozenset[str] = frozenset(
+    chain[0].name for chain in TOPIC_BROKER_SYNONYMS.values() if chain
+) & DYNAMIC_BROKER_CONFIGS
+"""The dynamic broker keys a change of which Moldau applies at once: the primary broker
+synonym of every topic config (log.retention.ms, not log.retention.hours), which the replica
+manager re-resolves for every topic. The other dynamic keys are stored and described only."""
+
+
+def validate_broker_changes(resource_name: str, changes: Mapping[str, str | None]
+                            ) -> tuple[ErrorCode, str] | None:
+    """Dynamic config changes of a BROKER resource (value None = delete), in the order of
+    Kafka's ``DynamicBrokerConfig.validateConfigs``: known names, names that may change at run
+    time, listener-only security configs, parseable values, per-broker configs at the cluster
+    default. Kafka answers INVALID_REQUEST for all of these (KAFKA-13609)."""
+    unknown = sorted(k for k in changes if broker_definition(k) is None)
+    if unknown:
+        return (ErrorCode.invalid_request,
+                f"Unknown broker config name(s): {', '.join(unknown)}")
+    static_only = sorted(k for k in changes if not is_dynamic(k))
+    if static_only:
+        return (ErrorCode.invalid_request,
+                f"Cannot update these configs dynamically: {', '.join(static_only)}. Set them "
+                f"in server.properties and restart the broker; docs/configuration.md lists "
+                f"the keys that can change at run time")
+    values = {k: v for k, v in changes.items() if v is not None}
+    for key, value in values.items():
+        definition = broker_definition(key)
+        assert definition is not None
+        try:
+            definition.parse(value)
+        except ConfigError as exc:
+            return ErrorCode.invalid_request, str(exc)
+    problem = scope_problems(resource_name, values)
+    return None if problem is None else (ErrorCode.invalid_request, problem)
 
 
 def config_type(definition: ConfigDef) -> ConfigType:
@@ -186,7 +232,7 @@ class Level:
 def _typed(raw: Mapping[str, str]) -> dict[str, Any]:
     result = {}
     for key, text in raw.items():
-        definition = BROKER_BY_NAME.get(key)
+        definition = broker_definition(key)
         if definition is None:
             continue
         value = _parse(definition, text)
@@ -212,14 +258,15 @@ def broker_levels(image: MetadataImage, broker_config: BrokerConfig) -> list[Lev
 
 @functools.cache
 def _broker_defaults() -> Mapping[str, Any]:
-    return MappingProxyType({d.name: d.default_value() for d in BROKER_BY_NAME.values()
+    definitions = [*BROKER_BY_NAME.values(), *KAFKA_ONLY.values()]
+    return MappingProxyType({d.name: d.default_value() for d in definitions
                              if d.default is not None})
 
 
 def _display(level: Level, key: str) -> str | None:
     if key in level.raw:
         return level.raw[key]
-    return render(BROKER_BY_NAME.get(key), level.values[key])
+    return render(broker_definition(key), level.values[key])
 
 
 @dataclass(frozen=True)
@@ -334,7 +381,8 @@ def topic_entries(image: MetadataImage, broker_config: BrokerConfig, topic: str,
 
 # --- brokers ------------------------------------------------------------------------------------
 def _broker_entry(name: str, levels: list[Level], value: str | None) -> ConfigEntry:
-    definition = BROKER_BY_NAME[name]
+    definition = broker_definition(name)
+    assert definition is not None
     synonyms = [Synonym(key, _display(level, key), level.source)
                 for level in levels for key in broker_key_synonyms(name)
                 if key in level.values]
@@ -346,7 +394,7 @@ def _broker_entry(name: str, levels: list[Level], value: str | None) -> ConfigEn
         name=name,
         value=value,
         source=synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG,
-        read_only=name not in DYNAMIC_BROKER_CONFIGS,
+        read_only=not is_dynamic(name),
         sensitive=is_sensitive(definition),
         synonyms=tuple(synonyms),
         type=config_type(definition),
@@ -358,8 +406,11 @@ def broker_entries(image: MetadataImage, broker_config: BrokerConfig, resource_n
                    keys: Iterable[str] | None = None) -> list[ConfigEntry]:
     """Described configs of a broker resource sorted by name.
 
-    ``resource_name`` is this node's id (every broker key with its current value) or ``""``
-    (only the cluster-wide dynamic defaults, as Kafka answers)."""
+    ``resource_name`` is this node's id (every broker key with its current value: Moldau's
+    keys, Kafka's other dynamic broker keys — with Kafka's defaults until set, as Kafka lists
+    them and as kafka-python's ``alter_configs`` checks names against — and the
+    ``listener.name.*`` keys that are set) or ``""`` (only the cluster-wide dynamic defaults,
+    as Kafka answers)."""
     levels = broker_levels(image, broker_config)
     wanted = set(keys) if keys else None
     entries = []
@@ -367,11 +418,12 @@ def broker_entries(image: MetadataImage, broker_config: BrokerConfig, resource_n
         default_level = [lv for lv in levels
                          if lv.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         for name in sorted(default_level[0].raw):
-            if name not in BROKER_BY_NAME or (wanted is not None and name not in wanted):
+            if broker_definition(name) is None or (wanted is not None and name not in wanted):
                 continue
             entries.append(_broker_entry(name, default_level, default_level[0].raw[name]))
         return entries
-    for name in sorted(BROKER_BY_NAME):
+    prefixed = {k for level in levels[:2] for k in level.values}
+    for name in sorted(set(BROKER_BY_NAME) | set(KAFKA_ONLY) | prefixed):
         if wanted is not None and name not in wanted:
             continue
         value = next((_display(level, name) for level in levels if name in level.values), None)

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ...protocol.errors import ErrorCode, KafkaError
-from ..config.definitions import BROKER_BY_NAME, TOPIC_BY_NAME
-from .configs import DYNAMIC_BROKER_CONFIGS
+from ..config.definitions import TOPIC_BY_NAME
+from ..config.kafka_dynamic import BROKER_DEFINITIONS
+from .configs import validate_broker_changes
 from .image import MetadataImage
 from .log import METADATA_TOPIC
 from .records import (
@@ -38,7 +39,6 @@ from .validation import (
     INTERNAL_TOPICS,
     Problem,
     apply_incremental,
-    validate_broker_config_changes,
     validate_broker_resource_name,
     validate_collision,
     validate_create_configs,
@@ -285,10 +285,11 @@ class Controller:
             return validate_broker_resource_name(name, self.image.brokers)
         return ErrorCode.invalid_request, f"Unsupported resource type {resource_type}"
 
-    def _check_changes(self, resource_type: int, changes: Mapping[str, str | None]) -> Problem:
+    def _check_changes(self, resource_type: int, name: str,
+                       changes: Mapping[str, str | None]) -> Problem:
         if resource_type == TOPIC_RESOURCE:
             return validate_topic_configs(changes)
-        return validate_broker_config_changes(changes, DYNAMIC_BROKER_CONFIGS)
+        return validate_broker_changes(name, changes)
 
     def alter_configs(
         self, resource_type: int, name: str, changes: Mapping[str, str | None],
@@ -298,7 +299,7 @@ class Controller:
         or "" for the cluster-wide default). ``replace`` drops unlisted keys (the
         non-incremental AlterConfigs semantics)."""
         problem = (self._check_resource(resource_type, name)
-                   or self._check_changes(resource_type, changes))
+                   or self._check_changes(resource_type, name, changes))
         if problem is not None:
             return problem
         if validate_only:
@@ -327,7 +328,7 @@ class Controller:
         problem = self._check_resource(resource_type, name)
         if problem is not None:
             return problem
-        definitions = TOPIC_BY_NAME if resource_type == TOPIC_RESOURCE else BROKER_BY_NAME
+        definitions = TOPIC_BY_NAME if resource_type == TOPIC_RESOURCE else BROKER_DEFINITIONS
         changes = apply_incremental(self.image.configs_of(resource_type, name), ops,
                                     definitions)
         if isinstance(changes, tuple):

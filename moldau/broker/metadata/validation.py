@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from ...protocol.errors import ErrorCode
-from ..config.definitions import BROKER_BY_NAME, TOPIC_BY_NAME
+from ..config.definitions import TOPIC_BY_NAME
 from ..config.types import ConfigDef, ConfigError
 
 MAX_NAME_LENGTH = 249
@@ -149,31 +149,6 @@ def validate_broker_resource_name(name: str, registered: Iterable[int]) -> Probl
                 f"is: {name!r}")
     if broker_id not in set(registered):
         return ErrorCode.broker_id_not_registered, f"No broker with id {broker_id} is registered"
-    return None
-
-
-def validate_broker_config_changes(changes: Mapping[str, str | None],
-                                   dynamic: Iterable[str]) -> Problem:
-    """Dynamic broker config changes (value None = delete): only keys that may change at run
-    time, with parseable values. Kafka answers INVALID_REQUEST here (KAFKA-13609)."""
-    allowed = set(dynamic)
-    unknown = sorted(k for k in changes if k not in BROKER_BY_NAME)
-    if unknown:
-        return (ErrorCode.invalid_request,
-                f"Unknown broker config name(s): {', '.join(unknown)}")
-    static_only = sorted(k for k in changes if k not in allowed)
-    if static_only:
-        return (ErrorCode.invalid_request,
-                f"Cannot update these configs dynamically: {', '.join(static_only)}. Set them "
-                f"in server.properties and restart the broker; keys that can change at run "
-                f"time: {', '.join(sorted(allowed))}")
-    for key, value in changes.items():
-        if value is None:
-            continue
-        try:
-            BROKER_BY_NAME[key].parse(value)
-        except ConfigError as exc:
-            return ErrorCode.invalid_request, str(exc)
     return None
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+from pathlib import Path
 
 import pytest
 
-from moldau.cli.common import CliError, parse_properties
+from moldau.cli.common import CliError, load_properties
 from moldau.cli.configs import entity_of, parse_add_config, parse_delete_config
 from moldau.cli.consume import check_args as consume_check
 from moldau.cli.consume import parse_offset
@@ -79,12 +80,16 @@ def test_message_formatter_follows_kafka() -> None:
     assert MessageFormatter.from_properties({"print.value": "false"}).format(_record()) == b""
 
 
-def test_properties_files() -> None:
-    text = ("# comment\n! also\nbootstrap.servers = a:1,\\\n    b:2\nclient.id:me\n"
-            "empty=\nspaced value here\nunicode=\\u00e9\\t!\n")
-    assert parse_properties(text) == {
+def test_properties_files(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_text("# comment\n! also\nbootstrap.servers = a:1,\\\n    b:2\nclient.id:me\n"
+                    "empty=\nspaced value here\nunicode=\\u00e9\\t!\n")
+    assert load_properties(str(path), "--command-config") == {
         "bootstrap.servers": "a:1,b:2", "client.id": "me", "empty": "",
         "spaced": "value here", "unicode": "\u00e9\t!"}
+    path.write_text("ok=1\nbad=\\u00\n")
+    with pytest.raises(CliError, match=r"cannot read --command-config .*: line 2: malformed"):
+        load_properties(str(path), "--command-config")
 
 
 def test_config_arguments() -> None:

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from moldau.broker.config import ConfigError, load_config, parse_properties
+from moldau.broker.config import ConfigError, load_config
 from moldau.broker.config.loader import env_to_key
 
 
-def test_properties_format() -> None:
-    text = "# comment\n! also comment\na.b=1\nc.d : two words \\\n  continued\ne.f\tx\n\ng=\n"
-    assert parse_properties(text) == {"a.b": "1", "c.d": "two words continued", "e.f": "x",
-                                      "g": ""}
+def test_config_files_are_read_as_java_reads_them(tmp_path) -> None:
+    # The broker once read k=\u0041x as u0041x and stripped trailing spaces; the one parser
+    # (moldau.protocol.properties, tested against java.util.Properties) reads Ax, and
+    # ConfigDef trims typed values afterwards as Kafka's does.
+    path = tmp_path / "server.properties"
+    path.write_text("log.dirs=/data/\\u0041x\nnum.partitions : 3   \nbroker.rack  r\\\n  1\n"
+                    "listeners=PLAINTEXT://127.0.0.1:0\n")
+    config = load_config(path, [], {})
+    assert [str(d) for d in config.log_dirs] == ["/data/Ax"]
+    assert config["num.partitions"] == 3 and config["broker.rack"] == "r1"
+    path.write_text("log.dirs=/a\\u00G1\n")
+    with pytest.raises(ConfigError, match=r"server\.properties: line 1: malformed \\uxxxx"):
+        load_config(path, [], {})
 
 
 @pytest.mark.parametrize(("env", "key"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from moldau.broker.config.docs import broker_table, topic_table
+from moldau.broker.config.docs import broker_table, dynamic_table, topic_table
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
@@ -13,3 +13,4 @@ def test_configuration_doc_is_current() -> None:
     text = DOC.read_text()
     assert broker_table() in text, "regenerate: python -m moldau.broker.config.docs"
     assert topic_table() in text, "regenerate: python -m moldau.broker.config.docs"
+    assert dynamic_table() in text, "regenerate: python -m moldau.broker.config.docs"

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from moldau.broker.config.definitions import BROKER_BY_NAME, TOPIC_BY_NAME
+from moldau.broker.metadata.configs import validate_broker_changes
 from moldau.broker.metadata.controller import (
     MAX_PARTITIONS_PER_REQUEST,
     Controller,
@@ -27,7 +28,6 @@ from moldau.broker.metadata.validation import (
     OP_SET,
     OP_SUBTRACT,
     apply_incremental,
-    validate_broker_config_changes,
     validate_broker_resource_name,
     validate_manual_assignment,
 )
@@ -202,12 +202,11 @@ def test_alter_broker_configs(controller: Controller) -> None:
 
 
 def test_validate_broker_changes() -> None:
-    assert validate_broker_config_changes({"log.segment.bytes": "x"},
-                                          {"log.segment.bytes"})[0] == ErrorCode.invalid_request
-    assert validate_broker_config_changes({"made.up": "1"}, set())[0] == (
+    assert validate_broker_changes("1", {"log.segment.bytes": "x"})[0] == (  # type: ignore[index]
         ErrorCode.invalid_request)
-    assert validate_broker_config_changes({"log.segment.bytes": None},
-                                          {"log.segment.bytes"}) is None
+    assert validate_broker_changes("1", {"made.up": "1"})[0] == (  # type: ignore[index]
+        ErrorCode.invalid_request)
+    assert validate_broker_changes("1", {"log.segment.bytes": None}) is None
     assert validate_broker_resource_name("", []) is None
     assert validate_broker_resource_name("1", [1]) is None
 
