@@ -31,7 +31,7 @@ from .checkpoints import (
 )
 from .cleaner import CleanResult, clean_log, dirty_ratio
 from .config import LogConfig
-from .errors import KafkaStorageError
+from .errors import KafkaStorageError, LogDirError
 from .fs import DEFAULT_FS, FileSystem
 from .loader import LoadStats, load_log
 from .log import Log, wall_clock_ms
@@ -48,6 +48,23 @@ from .names import (
 )
 
 log = logging.getLogger(__name__)
+
+_CHECKPOINTS_SAFE_TO_RESET = frozenset({RECOVERY_POINT_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT})
+# What a user may do about a malformed checkpoint file, and what it costs.
+_CHECKPOINT_FIX = {
+    RECOVERY_POINT_CHECKPOINT:
+        "Every partition of the dir is recovered (CRC-checked) from its first segment: a "
+        "slower start, no data lost.",
+    LOG_START_OFFSET_CHECKPOINT:
+        "Fix that line ('topic partition offset'). Deleting the line (or the file) makes the "
+        "partition start at its oldest segment again, so records removed by DeleteRecords or "
+        "retention within that segment become readable again.",
+    REPLICATION_OFFSET_CHECKPOINT:
+        "Fix that line ('topic partition offset') or delete it; a partition without an entry "
+        "recomputes its high watermark from its replicas.",
+    CLEANER_OFFSET_CHECKPOINT:
+        "Compacted partitions are cleaned again from their start: more work, no data lost.",
+}
 
 TopicPartition = tuple[str, int]
 ConfigSource = Callable[[str], "LogConfig | Mapping[str, object] | None"]
@@ -162,12 +179,32 @@ class LogManager:
         return total
 
     def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+        """One offset checkpoint of a log dir.
+
+        A malformed file is never dropped silently. If ignoring it only costs work (the
+        recovery point: every segment is CRC-checked; cleaner offsets: compacted logs are
+        cleaned again) it is logged as an error naming the line, and the start goes on, as
+        Kafka does. If ignoring it could change what clients read (log start offsets: deleted
+        records would come back; high watermarks) the start stops, as Kafka's CheckpointFile
+        does when it throws and takes the log dir offline.
+        """
+        path = os.path.join(log_dir, name)
         try:
-            return read_offset_checkpoint(self._fs, os.path.join(log_dir, name))
-        except (MalformedCheckpoint, OSError) as exc:
-            # Kafka resets to "recover everything" rather than refusing to start.
-            log.warning("ignoring unreadable checkpoint %s: %s", name, exc)
-            return {}
+            return read_offset_checkpoint(self._fs, path)
+        except MalformedCheckpoint as exc:
+            if name in _CHECKPOINTS_SAFE_TO_RESET:
+                log.error("%s. Ignoring the whole file: %s The next checkpoint (within "
+                          "seconds) rewrites it.", exc, _CHECKPOINT_FIX[name])
+                return {}
+            raise LogDirError(
+                f"Cannot load the logs in {log_dir}: {exc}. {_CHECKPOINT_FIX[name]} "
+                f"The broker stops here rather than guess; nothing was changed on disk."
+            ) from exc
+        except OSError as exc:
+            raise LogDirError(
+                f"Cannot read the checkpoint file {path}: {exc.strerror or exc}. Check the "
+                f"file's permissions and the disk.", exc.errno
+            ) from exc
 
     # -- logs --------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> Log | None:
