@@ -20,8 +20,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..storage.config import LogConfig
+from ..storage.errors import LogDirError
+from ..storage.log_dirs import prepare_log_dir
 from ..storage.manager import LogManager
-from ..storage.meta import ensure_meta_properties, new_uuid, read_meta_properties
+from ..storage.meta import (
+    MetaPropertiesError,
+    ensure_meta_properties,
+    new_uuid,
+    read_meta_properties,
+)
 from .metadata.configs import effective_topic_config
 from .metadata.controller import Controller
 from .metadata.log import METADATA_TOPIC, MetadataLog
@@ -54,11 +61,22 @@ async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
+def log_dirs_key(config: Any) -> str:
+    """The key the log dirs came from: ``log.dirs``, or ``log.dir`` when it is unset."""
+    return "log.dirs" if config["log.dirs"] else "log.dir"
+
+
 async def open_node(broker: Broker) -> None:
     config = broker.config
     log_dirs = [str(d) for d in config.log_dirs]
-    broker.cluster_id = _cluster_id(broker, log_dirs)
-    ensure_meta_properties(log_dirs, broker.node_id, broker.cluster_id)
+    key = log_dirs_key(config)
+    for log_dir in log_dirs:
+        prepare_log_dir(log_dir, key)
+    try:
+        broker.cluster_id = _cluster_id(broker, log_dirs)
+        ensure_meta_properties(log_dirs, broker.node_id, broker.cluster_id)
+    except MetaPropertiesError as exc:
+        raise LogDirError(f"{exc} (log dirs from {key}: {', '.join(log_dirs)})") from exc
 
     def topic_config(topic: str) -> dict[str, Any]:
         if topic == METADATA_TOPIC:

@@ -1,0 +1,158 @@
+"""Storage and metadata at their limits, against real ``moldau serve`` processes (issue 11):
+topic names and checkpoint files (defect 5), log-dir start-up errors (defect 8).
+
+Read-only and tiny file systems are tmpfs mounts made inside ``unshare -rm`` (a private user
+and mount namespace of the broker process alone), so nothing leaks to the machine.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from broker_wire import Wire, create_topic, fetch_all, make_batch, metadata, produce
+
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.testing.processes import child_env
+from moldau.testing.runner import BrokerProcess, default_settings
+
+
+def serve_until_exit(data_dir: Path, settings: dict[str, Any] | None = None, *,
+                     wrap: list[str] | None = None, drop: tuple[str, ...] = (),
+                     timeout: float = 60.0) -> tuple[int, str]:
+    """Run ``moldau serve`` expecting it to give up at start-up; (exit code, output).
+    ``drop`` removes keys of the default test settings."""
+    values = default_settings(data_dir)
+    values.update(settings or {})
+    for key in drop:
+        del values[key]
+    config = data_dir.parent / "server-limits.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    command = [sys.executable, "-m", "moldau.cli.main", "serve", "--config", str(config)]
+    done = subprocess.run([*(wrap or []), *command], capture_output=True, text=True,
+                          timeout=timeout, env=child_env())
+    return done.returncode, done.stdout + done.stderr
+
+
+def in_private_mount(mount_point: Path, options: str) -> list[str]:
+    """A command prefix: a shell in its own user and mount namespace that mounts a tmpfs at
+    ``mount_point`` and then runs the command that follows the prefix."""
+    mount_point.mkdir(parents=True, exist_ok=True)
+    return ["unshare", "-rm", "sh", "-c",
+            f"mount -t tmpfs -o {options} tmpfs '{mount_point}' && exec \"$@\"", "sh"]
+
+
+def assert_start_fails(rc: int, output: str, *expected: str) -> None:
+    assert rc != 0, output
+    assert "Traceback" not in output, output
+    for text in expected:
+        assert text in output, f"{text!r} not in:\n{output}"
+
+
+# -- defect 5: names and checkpoints -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def broker():
+    node = BrokerProcess()
+    node.start()
+    yield node
+    node.stop()
+    node.close()
+
+
+@pytest.mark.parametrize("name", ["trailing\n", "trailing\r\n", "in\nside"])
+def test_create_topics_refuses_names_with_newlines(broker: BrokerProcess, name: str) -> None:
+    with Wire(broker.port()) as wire:
+        for validate_only in (True, False):
+            response = wire.call(ApiKey.CREATE_TOPICS, 5, {
+                "topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
+                            "assignments": [], "configs": []}],
+                "timeout": 10000, "validate_only": validate_only})
+            assert response["topics"][0]["error_code"] == ErrorCode.invalid_topic_exception
+        listed = metadata(wire, None)["topics"]
+        assert name not in [t["name"] for t in listed]
+
+
+def test_auto_creation_refuses_names_with_newlines(broker: BrokerProcess) -> None:
+    with Wire(broker.port()) as wire:
+        answer = metadata(wire, ["auto\n"], allow_create=True)
+        assert answer["topics"][0]["error_code"] == ErrorCode.invalid_topic_exception
+        entry = produce(wire, "auto\n", 0, make_batch([b"x"]), acks=1)
+        assert entry["error_code"] != ErrorCode.none
+        assert "auto\n" not in [t["name"] for t in metadata(wire, None)["topics"]]
+
+
+def test_a_bad_log_start_checkpoint_stops_the_start_with_the_line(tmp_path: Path) -> None:
+    """Records removed by DeleteRecords must not come back: a log-start-offset checkpoint
+    that cannot be read stops the start with file, line and fix (it used to be dropped)."""
+    data = tmp_path / "data"
+    node = BrokerProcess(data)
+    node.start()
+    try:
+        with Wire(node.port()) as wire:
+            create_topic(wire, "kept")
+            assert produce(wire, "kept", 0, make_batch([b"a", b"b", b"c"]))["error_code"] == 0
+            deleted = wire.call(ApiKey.DELETE_RECORDS, 2, {
+                "topics": [{"name": "kept", "partitions": [
+                    {"partition_index": 0, "offset": 2}]}], "timeout_ms": 10000})
+            assert deleted["topics"][0]["partitions"][0]["error_code"] == 0
+    finally:
+        assert node.stop() == 0
+    checkpoint = data / "log-start-offset-checkpoint"
+    good = checkpoint.read_text()
+    assert "kept 0 2" in good
+    line_no = good.splitlines().index("kept 0 2") + 1
+    checkpoint.write_text(good.replace("kept 0 2", "kept 0 two"))
+    rc, output = serve_until_exit(data)
+    assert_start_fails(rc, output, f"line {line_no} of {checkpoint}", "kept 0 two",
+                       "DeleteRecords")
+    checkpoint.write_text(good)
+    node.start()
+    try:
+        assert [r[2] for r in fetch_all(node.port(), "kept").records] == [b"c"]
+    finally:
+        node.stop()
+        node.close()
+
+
+# -- defect 8: log dirs ---------------------------------------------------------------------
+
+def test_a_log_dir_that_is_a_file(tmp_path: Path) -> None:
+    target = tmp_path / "afile"
+    target.write_text("not a dir")
+    rc, output = serve_until_exit(tmp_path / "data", {"log.dirs": target})
+    assert_start_fails(rc, output, "log.dirs", str(target), "is a file, not a directory")
+
+
+def test_a_log_dir_below_a_file(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("not a dir")
+    target = tmp_path / "afile" / "data"
+    rc, output = serve_until_exit(tmp_path / "data", {"log.dirs": target})
+    assert_start_fails(rc, output, "log.dirs", str(target), f"{tmp_path / 'afile'} is a file")
+
+
+def test_log_dir_key_is_named_when_it_comes_from_log_dir(tmp_path: Path) -> None:
+    target = tmp_path / "afile"
+    target.write_text("not a dir")
+    rc, output = serve_until_exit(tmp_path / "data", {"log.dir": target}, drop=("log.dirs",))
+    assert_start_fails(rc, output, "log.dir names", str(target))
+
+
+@pytest.mark.parametrize("value", ["", " , "])
+def test_empty_log_dirs_is_a_config_error(tmp_path: Path, value: str) -> None:
+    rc, output = serve_until_exit(tmp_path / "data", {"log.dirs": value})
+    assert_start_fails(rc, output, "log.dirs", "at least one log directory")
+    assert rc == 2  # a config error, before anything touches the disk
+
+
+def test_a_read_only_log_dir(tmp_path: Path) -> None:
+    mount = tmp_path / "ro"
+    target = mount / "data"
+    rc, output = serve_until_exit(tmp_path / "data", {"log.dirs": target},
+                                  wrap=in_private_mount(mount, "ro,size=1m"))
+    assert_start_fails(rc, output, "log.dirs", str(target), "Read-only file system",
+                       "writable directory")
