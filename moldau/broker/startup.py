@@ -7,7 +7,9 @@ and reconcile the partitions this node hosts. Close: stop housekeeping, flush, c
 write the clean-shutdown marker.
 
 Housekeeping runs in worker threads so disk work (fsync, segment deletion) never stalls the
-event loop: retention every ``log.retention.check.interval.ms``, flushing of rolled segments
+event loop: retention every ``log.retention.check.interval.ms``, removal of deleted topics'
+directories and deleted segments once their ``file.delete.delay.ms`` passed (checked every
+second), flushing of rolled segments
 and ``flush.ms`` every second, checkpoints every 5 s (Kafka's
 ``replica.high.watermark.checkpoint.interval.ms`` default), producer-id expiry every 10 min.
 """
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_S = 5.0
+# How often files whose file.delete.delay.ms passed are looked for (Kafka schedules each
+# deletion at its own time; a one-second sweep is as good and needs no timer per file).
+DELETE_CHECK_INTERVAL_S = 1.0
 FLUSH_CHECK_INTERVAL_S = 1.0
 PRODUCER_EXPIRY_INTERVAL_S = 600.0
 
@@ -134,9 +139,23 @@ async def _housekeeping(broker: Broker) -> None:
         _periodic(retention_s, manager.run_retention, "log retention"),
         _periodic(FLUSH_CHECK_INTERVAL_S, manager.flush_due, "log flush"),
         _periodic(CHECKPOINT_INTERVAL_S, manager.checkpoint_all, "checkpoint"),
+        _deletions(manager),
         _periodic(PRODUCER_EXPIRY_INTERVAL_S, manager.remove_expired_producers,
                   "producer id expiry"),
     )
+
+
+async def _deletions(manager: LogManager) -> None:
+    """Remove deleted topics' directories and deleted segments once their
+    ``file.delete.delay.ms`` passed, independently of the retention check (which runs every
+    ``log.retention.check.interval.ms``, 5 minutes by default)."""
+    while True:
+        await asyncio.sleep(DELETE_CHECK_INTERVAL_S)
+        try:
+            if manager.deletions_due():
+                await _in_thread(manager.remove_deleted)
+        except Exception:
+            log.exception("removing deleted log files failed")
 
 
 async def close_node(broker: Broker) -> None:

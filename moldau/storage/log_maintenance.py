@@ -226,6 +226,15 @@ class LogMaintenance:
         now = self._time_ms() if now_ms is None else now_ms
         self._pending_deletes.append((now + self.config.file_delete_delay_ms, paths))
 
+    @property
+    def has_pending_deletes(self) -> bool:
+        """Whether files renamed ``.deleted`` wait for their ``file.delete.delay.ms``."""
+        return bool(self._pending_deletes)
+
+    def deletion_due(self, now_ms: int) -> bool:
+        """Whether some ``.deleted`` files are due for removal at ``now_ms``."""
+        return any(due <= now_ms for due, _paths in list(self._pending_deletes))
+
     def remove_deleted_files(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """Remove ``.deleted`` files whose delay has passed; returns files removed."""
         with self._lock:

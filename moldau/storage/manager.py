@@ -307,13 +307,22 @@ class LogManager:
         """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
         now = self._time_ms() if now_ms is None else now_ms
         for lg in self.all_logs():
-            lg.remove_deleted_files(now, force=force)
+            if force or lg.has_pending_deletes:
+                lg.remove_deleted_files(now, force=force)
         with self._lock:
             due = [p for t, p in self._pending_dir_deletes if force or t <= now]
             self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes
                                          if not (force or t <= now)]
         for path in due:
             self._fs.rmtree(path)
+
+    def deletions_due(self, now_ms: int | None = None) -> bool:
+        """Whether a deleted log dir or segment file waits for removal and its
+        ``file.delete.delay.ms`` has passed (cheap: the broker asks every second)."""
+        now = self._time_ms() if now_ms is None else now_ms
+        if any(due <= now for due, _path in list(self._pending_dir_deletes)):
+            return True
+        return any(lg.deletion_due(now) for lg in self.all_logs() if lg.has_pending_deletes)
 
     def flush_due(self, now_ms: int | None = None) -> int:
         """Flush logs whose ``flush.ms`` passed or that rolled a segment; returns how many."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,32 @@ def test_a_read_only_log_dir(tmp_path: Path) -> None:
                                   wrap=in_private_mount(mount, "ro,size=1m"))
     assert_start_fails(rc, output, "log.dirs", str(target), "Read-only file system",
                        "writable directory")
+
+
+# -- defect 18: deleted topics leave the disk after file.delete.delay.ms ---------------------
+
+def test_a_deleted_topic_leaves_the_disk_after_the_file_delete_delay(tmp_path: Path) -> None:
+    """The retention check keeps its default (5 minutes); the directories of a deleted topic
+    must still go once log.segment.delete.delay.ms (file.delete.delay.ms) has passed."""
+    data = tmp_path / "data"
+    node = BrokerProcess(data, {"log.segment.delete.delay.ms": 2000})
+    node.start()
+    try:
+        with Wire(node.port()) as wire:
+            create_topic(wire, "doomed", partitions=3)
+            assert produce(wire, "doomed", 1, make_batch([b"x"]))["error_code"] == 0
+            answer = wire.call(ApiKey.DELETE_TOPICS, 4, {"topic_names": ["doomed"],
+                                                          "timeout_ms": 10000})
+            assert answer["responses"][0]["error_code"] == ErrorCode.none
+        waiting = [p.name for p in data.iterdir() if p.name.startswith("doomed-")]
+        assert len(waiting) == 3 and all(n.endswith("-delete") for n in waiting), waiting
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if not any(p.name.startswith("doomed-") for p in data.iterdir()):
+                break
+            time.sleep(0.2)
+        left = [p.name for p in data.iterdir() if p.name.startswith("doomed-")]
+        assert not left, f"still on disk 60 s after deletion: {left}"
+    finally:
+        node.stop()
+        node.close()
