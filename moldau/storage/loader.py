@@ -203,6 +203,10 @@ def load_log(
                     stats.segments_dropped += 1
                 break
         segments.append(seg)
+        if len(segments) > 1:
+            # Older segments give their descriptor back at once (reopened on demand), so a
+            # partition with more segments than the open-file limit still loads.
+            segments[-2].release_handles()
     stats.segments += len(segments)
 
     if not segments:

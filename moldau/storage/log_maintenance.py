@@ -115,6 +115,7 @@ class LogMaintenance:
                 self._fs.ftruncate(new.fd, 0)
                 new.size = 0
             new.open_for_append()
+            new.adopt(self._lock)
         except OSError as exc:
             self.offline = True
             raise KafkaStorageError(f"truncating {self.dir} failed: {exc}") from exc
@@ -320,13 +321,7 @@ class LogMaintenance:
         """Close file descriptors without writing anything (crash simulation, dead disk)."""
         with self._lock:
             for seg in self._segments:
-                for idx in (seg.index, seg.time_index):
-                    if idx.fd is not None:
-                        fd, idx.fd = idx.fd, None
-                        self._fs.close(fd)
-                if seg.fd >= 0:
-                    fd, seg.fd = seg.fd, -1
-                    self._fs.close(fd)
+                seg.close_without_writing()
             self.offline = True
 
     # -- cleaner hand-off ----------------------------------------------------------------
@@ -341,4 +336,5 @@ class LogMaintenance:
         self._segments[first:first + len(old)] = [new]
         self._bases = [s.base_offset for s in self._segments]
         self._generation += 1
+        new.adopt(self._lock)
 
