@@ -149,12 +149,20 @@ class FileSystem:
         tmp = path + ".tmp"
         fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
         try:
-            self.write_all(fd, data, 0)
-            if sync:
-                self.fsync(fd)
-        finally:
-            self.close(fd)
-        self.rename(tmp, path)
+            try:
+                self.write_all(fd, data, 0)
+                if sync:
+                    self.fsync(fd)
+            finally:
+                self.close(fd)
+            self.rename(tmp, path)
+        except OSError:
+            # A half-written temp file would hold on to the space a full disk needs back.
+            try:
+                self.remove(tmp)
+            except OSError:
+                pass
+            raise
         if sync:
             self.fsync_dir(os.path.dirname(path) or ".")
 

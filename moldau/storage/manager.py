@@ -15,6 +15,7 @@ clean shutdown and the next start. Deleted logs are renamed to
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -33,6 +34,8 @@ from .cleaner import CleanResult, clean_log, dirty_ratio
 from .config import LogConfig
 from .errors import KafkaStorageError, LogDirError
 from .fs import DEFAULT_FS, FileSystem
+from .handles import HANDLE_POOL, open_descriptors, open_file_limit, reserve
+from .health import DISK_HEALTH, DiskHealth, advice
 from .loader import LoadStats, load_log
 from .log import Log, wall_clock_ms
 from .names import (
@@ -99,6 +102,7 @@ class LogManager:
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._tombstone_horizons: dict[TopicPartition, int] = {}
         self._cleaner_lock = threading.Lock()
+        self.health: DiskHealth = DISK_HEALTH
 
     # -- config ------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -229,7 +233,8 @@ class LogManager:
         """The log of a partition, created empty in the emptiest log dir if it is new.
 
         With ``sync=False`` the new directory entries are not fsynced here; the caller does
-        it once for many logs (:meth:`create_logs`).
+        it once for many logs (:meth:`create_logs`). A log that cannot be created leaves
+        nothing behind and raises :class:`KafkaStorageError` naming the dir and the cause.
         """
         tp = (topic, partition)
         with self._lock:
@@ -244,26 +249,106 @@ class LogManager:
                 cfg = self.config_for(topic).updated(config)
             log_dir = self._pick_dir()
             path = os.path.join(log_dir, partition_dir_name(topic, partition))
-            lg = load_log(path, cfg, topic=topic, partition=partition, fs=self._fs,
-                          time_ms=self._time_ms, rng=self._rng)
-            if topic_id is not None:
-                write_partition_metadata(self._fs, path, topic_id, sync=sync)
-            if sync:
-                self._fs.fsync_dir(log_dir)
+            was_there = self._fs.exists(path)
+            try:
+                lg = load_log(path, cfg, topic=topic, partition=partition, fs=self._fs,
+                              time_ms=self._time_ms, rng=self._rng)
+                try:
+                    if topic_id is not None:
+                        write_partition_metadata(self._fs, path, topic_id, sync=sync)
+                    if sync:
+                        self._fs.fsync_dir(log_dir)
+                except BaseException:
+                    lg.close_handles()
+                    raise
+            except OSError as exc:
+                if not was_there:
+                    self._fs.rmtree(path)
+                self.health.failed(log_dir, f"creating {path}", exc)
+                raise KafkaStorageError(
+                    f"Cannot create the log of {topic}-{partition} in {log_dir}: "
+                    f"{exc.strerror or exc}. {advice(exc)}") from exc
             self._logs[tp] = lg
             self._dir_of[tp] = log_dir
+            if self.health.failing:
+                self.health.succeeded(log_dir)
             return lg
 
-    def create_logs(self, specs: Sequence[tuple[str, int, LogConfig | None, str | None]]
-                    ) -> list[Log]:
+    def create_logs(self, specs: Sequence[tuple[str, int, LogConfig | None, str | None]], *,
+                    atomic: bool = False) -> list[Log]:
         """Open or create many logs ``(topic, partition, config, topic_id)`` with one fsync per
         log dir instead of three per log: a 50-partition topic is created in tens of
         milliseconds, not a second. A crash before the fsync loses at most empty new logs,
-        which the broker recreates from the metadata log."""
-        logs = [self.get_or_create_log(t, p, c, topic_id=i, sync=False) for t, p, c, i in specs]
-        for log_dir in {self._dir_of[(lg.topic, lg.partition)] for lg in logs}:
-            self._fs.fsync_dir(log_dir)
+        which the broker recreates from the metadata log.
+
+        Refuses (:class:`KafkaStorageError`, nothing created) when the new logs would leave
+        too few file descriptors (:meth:`check_descriptors`). With ``atomic`` a failure
+        removes the logs this call created, so either all exist afterwards or none."""
+        with self._lock:
+            new = sum(1 for t, p, _c, _i in specs if (t, p) not in self._logs)
+        self.check_descriptors(new)
+        logs: list[Log] = []
+        created: list[Log] = []
+        try:
+            for t, p, c, i in specs:
+                existed = (t, p) in self._logs
+                lg = self.get_or_create_log(t, p, c, topic_id=i, sync=False)
+                logs.append(lg)
+                if not existed:
+                    created.append(lg)
+            for log_dir in {self._dir_of[(lg.topic, lg.partition)] for lg in logs}:
+                try:
+                    self._fs.fsync_dir(log_dir)
+                except OSError as exc:
+                    self.health.failed(log_dir, f"syncing {log_dir}", exc)
+                    raise KafkaStorageError(
+                        f"Cannot sync the log dir {log_dir}: {exc.strerror or exc}. "
+                        f"{advice(exc)}") from exc
+        except KafkaStorageError:
+            if atomic:
+                self.discard_logs(created)
+            raise
         return logs
+
+    def discard_logs(self, logs: Sequence[Log]) -> None:
+        """Close and remove at once logs just created that must not exist after all (their
+        creation was part of a change that failed). Best effort: what cannot be removed is a
+        stray log, deleted at the next start."""
+        for lg in logs:
+            tp = (lg.topic, lg.partition)
+            with self._lock:
+                if self._logs.get(tp) is not lg:
+                    continue
+                del self._logs[tp]
+                self._dir_of.pop(tp, None)
+            lg.close_handles()
+            self._fs.rmtree(lg.dir)
+
+    def check_descriptors(self, new_logs: int) -> None:
+        """Raise :class:`KafkaStorageError` if ``new_logs`` more partitions (one descriptor
+        each) would leave fewer than the reserve of file descriptors free, counting the pool
+        of older segments as full. Topic creation fails cleanly here instead of half-way with
+        ``Too many open files``."""
+        if new_logs <= 0:
+            return
+        soft, _hard = open_file_limit()
+        in_use = open_descriptors()
+        keep = reserve(soft)
+        pool = HANDLE_POOL.capacity
+        if in_use is None:
+            raise KafkaStorageError(
+                f"Cannot create {new_logs} partition log(s): the broker has no file descriptor "
+                f"left (RLIMIT_NOFILE soft limit {soft}). {advice(OSError(errno.EMFILE, ''))}")
+        need = in_use - len(HANDLE_POOL) + pool + keep + new_logs
+        if need > soft:
+            room = max(soft - (in_use - len(HANDLE_POOL) + pool + keep), 0)
+            raise KafkaStorageError(
+                f"Cannot create {new_logs} partition log(s): each needs a file descriptor, and "
+                f"room is left for about {room}. The broker has {in_use} open, keeps up to "
+                f"{pool} for older segments and {keep} free for connections, and its open-file "
+                f"limit (RLIMIT_NOFILE) is {soft}. Raise the limit (ulimit -n, LimitNOFILE= in "
+                f"a systemd unit, --ulimit nofile= for Docker) and restart the broker, or "
+                f"create fewer partitions. Nothing was created.")
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log, rename its dir to ``...-delete`` and remove it after

@@ -186,3 +186,28 @@ def test_a_deleted_topic_leaves_the_disk_after_the_file_delete_delay(tmp_path: P
     finally:
         node.stop()
         node.close()
+
+
+# -- defect 7: a metadata batch over the limit ------------------------------------------------
+
+def test_metadata_over_one_batch_is_refused_alike_with_validate_only(
+        broker: BrokerProcess) -> None:
+    """Records too large for one metadata batch were written anyway: a traceback and a closed
+    connection, while validate_only said success. Both must answer RECORD_LIST_TOO_LARGE and
+    the connection must keep serving. (A valid but huge config value stands in for the
+    5,510+ partitions of the report, which take a minute to create on a slow disk; the
+    partition case is covered by tests/unit/broker/test_controller_limits.py.)"""
+    huge = ",".join(["delete"] * 1_400_000)  # ~9.8 MB, over the 8 MiB batch limit
+    with Wire(broker.port(), timeout=120) as wire:
+        for validate_only in (True, False):
+            response = wire.call(ApiKey.CREATE_TOPICS, 5, {
+                "topics": [{"name": "bloated", "num_partitions": 1, "replication_factor": 1,
+                            "assignments": [],
+                            "configs": [{"name": "cleanup.policy", "value": huge}]}],
+                "timeout": 60000, "validate_only": validate_only})
+            entry = response["topics"][0]
+            assert entry["error_code"] == ErrorCode.record_list_too_large, entry["error_code"]
+            assert "metadata batch" in entry["error_message"]
+        create_topic(wire, "after-bloated")
+        assert produce(wire, "after-bloated", 0, make_batch([b"ok"]))["error_code"] == 0
+    assert "Traceback" not in broker.log_text()
