@@ -227,12 +227,16 @@ class Segment:
 
     def flush_handles(self) -> tuple[list[int], list[str]]:
         """Duplicated fds (caller closes them) and paths to fsync, taken under the log lock
-        so a flush in another thread never touches an fd the log may close meanwhile."""
-        fds = [self._fs.dup(self.fd)]
+        so a flush in another thread never touches an fd the log may close meanwhile. Pending
+        index entries of the active segment are written here."""
+        paths = [self.index.path, self.time_index.path]
+        if not self.active:
+            # An older segment no longer changes: fsync it by path, one descriptor at a time
+            # (a flush after many rolls must not hold one descriptor per segment at once).
+            return [], [self.log_path, *paths]
         for idx in (self.index, self.time_index):
-            if idx.appendable:
-                idx.sync()
-        return fds, [self.index.path, self.time_index.path]
+            idx.sync()
+        return [self._fs.dup(self.fd)], paths
 
     # -- appending ---------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],

@@ -7,6 +7,7 @@ and mount namespace of the broker process alone), so nothing leaks to the machin
 
 from __future__ import annotations
 
+import resource
 import subprocess
 import sys
 import time
@@ -18,6 +19,7 @@ from broker_wire import Wire, create_topic, fetch_all, make_batch, metadata, pro
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
+from moldau.testing import runner
 from moldau.testing.processes import child_env
 from moldau.testing.runner import BrokerProcess, default_settings
 
@@ -211,3 +213,90 @@ def test_metadata_over_one_batch_is_refused_alike_with_validate_only(
         create_topic(wire, "after-bloated")
         assert produce(wire, "after-bloated", 0, make_batch([b"ok"]))["error_code"] == 0
     assert "Traceback" not in broker.log_text()
+
+
+# -- defect 6: file descriptors ----------------------------------------------------------------
+
+class _LimitedSubprocess:
+    """Stands in for the ``subprocess`` module inside moldau.testing.runner: children start
+    with RLIMIT_NOFILE (soft and hard) lowered to ``nofile``."""
+
+    def __init__(self, nofile: int) -> None:
+        self.nofile = nofile
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(subprocess, name)
+
+    def Popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        nofile = self.nofile
+
+        def lower() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        kwargs["preexec_fn"] = lower
+        return subprocess.Popen(*args, **kwargs)
+
+
+def create_response(wire: Wire, name: str, partitions: int,
+                    configs: dict[str, str] | None = None) -> dict[str, Any]:
+    response = wire.call(ApiKey.CREATE_TOPICS, 5, {
+        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+        "timeout": 60000, "validate_only": False})
+    return response["topics"][0]
+
+
+def test_out_of_file_descriptors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With a low RLIMIT_NOFILE the broker warns at start, refuses the topic that would not
+    fit with KAFKA_STORAGE_ERROR before anything is committed (no half-created topic, the
+    connection answered), keeps old segments' descriptors bounded, and starts again under the
+    same limit with everything readable."""
+    monkeypatch.setattr(runner, "subprocess", _LimitedSubprocess(256))
+    data = tmp_path / "data"
+    node = BrokerProcess(data)
+    node.start(timeout=60)
+    try:
+        assert "open-file limit (RLIMIT_NOFILE) 256" in node.log_text()
+        assert "ulimit -n" in node.log_text()  # the warning says how to raise it
+        created: list[str] = []
+        with Wire(node.port()) as wire:
+            # One topic whose only partition has far more segments than the limit.
+            entry = create_response(wire, "segments", 1, {"segment.bytes": "1000"})
+            assert entry["error_code"] == ErrorCode.none
+            for i in range(400):
+                batch = make_batch([b"%04d" % i + b"x" * 600])
+                assert produce(wire, "segments", 0, batch, acks=1)["error_code"] == 0
+            refused = None
+            for i in range(20):
+                entry = create_response(wire, f"many-{i}", 40)
+                if entry["error_code"] != ErrorCode.none:
+                    refused = (f"many-{i}", entry)
+                    break
+                created.append(f"many-{i}")
+            assert refused is not None, "the limit was never reached"
+            name, entry = refused
+            assert entry["error_code"] == ErrorCode.kafka_storage_error, entry
+            assert "RLIMIT_NOFILE" in entry["error_message"], entry
+            assert len(created) >= 1
+            listed = {t["name"] for t in metadata(wire, None)["topics"]}
+            assert name not in listed and set(created) <= listed
+            assert not [p for p in data.iterdir() if p.name.startswith(f"{name}-")]
+            for topic in created:
+                for partition in range(40):
+                    got = produce(wire, topic, partition, make_batch([b"v"]), acks=1)
+                    assert got["error_code"] == ErrorCode.none, (topic, partition, got)
+        segments = fetch_all(node.port(), "segments").records
+        assert [r[2][:4] for r in segments] == [b"%04d" % i for i in range(400)]
+    finally:
+        assert node.stop() == 0
+    assert "Too many open files" not in node.log_text()
+    node.start(timeout=60)  # the same limit
+    try:
+        segments = fetch_all(node.port(), "segments").records
+        assert [r[2][:4] for r in segments] == [b"%04d" % i for i in range(400)]
+        for topic in created:
+            assert [r[2] for r in fetch_all(node.port(), topic, 39).records] == [b"v"]
+    finally:
+        node.stop()
+        node.close()
