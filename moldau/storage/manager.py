@@ -475,7 +475,12 @@ class LogManager:
             for tp, lg in self._logs.items():
                 by_dir[self._dir_of[tp]].append((tp, lg))
         for log_dir, items in by_dir.items():
-            self._write_checkpoints(log_dir, items)
+            try:
+                self._write_checkpoints(log_dir, items)
+            except OSError as exc:
+                # Logged once per dir (not a traceback every 5 s while a disk is full); the
+                # previous checkpoint stays in place, and the next attempt retries.
+                self.health.failed(log_dir, f"writing the checkpoint files of {log_dir}", exc)
 
     def _write_checkpoints(self, log_dir: str, items: list[tuple[TopicPartition, Log]]) -> None:
         write_offset_checkpoint(self._fs, os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT),

@@ -7,6 +7,7 @@ and mount namespace of the broker process alone), so nothing leaks to the machin
 
 from __future__ import annotations
 
+import errno
 import resource
 import subprocess
 import sys
@@ -217,24 +218,26 @@ def test_metadata_over_one_batch_is_refused_alike_with_validate_only(
 
 # -- defect 6: file descriptors ----------------------------------------------------------------
 
-class _LimitedSubprocess:
-    """Stands in for the ``subprocess`` module inside moldau.testing.runner: children start
-    with RLIMIT_NOFILE (soft and hard) lowered to ``nofile``."""
+class _ChildSetup:
+    """Stands in for the ``subprocess`` module inside moldau.testing.runner, so the brokers a
+    test starts run with RLIMIT_NOFILE (soft and hard) lowered to ``nofile`` and/or behind a
+    command ``prefix`` (e.g. a private mount namespace)."""
 
-    def __init__(self, nofile: int) -> None:
+    def __init__(self, *, nofile: int | None = None, prefix: list[str] | None = None) -> None:
         self.nofile = nofile
+        self.prefix = prefix or []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(subprocess, name)
 
-    def Popen(self, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+    def Popen(self, args: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         nofile = self.nofile
+        if nofile is not None:
+            def lower() -> None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        def lower() -> None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-
-        kwargs["preexec_fn"] = lower
-        return subprocess.Popen(*args, **kwargs)
+            kwargs["preexec_fn"] = lower
+        return subprocess.Popen([*self.prefix, *args], **kwargs)
 
 
 def create_response(wire: Wire, name: str, partitions: int,
@@ -252,7 +255,7 @@ def test_out_of_file_descriptors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     fit with KAFKA_STORAGE_ERROR before anything is committed (no half-created topic, the
     connection answered), keeps old segments' descriptors bounded, and starts again under the
     same limit with everything readable."""
-    monkeypatch.setattr(runner, "subprocess", _LimitedSubprocess(256))
+    monkeypatch.setattr(runner, "subprocess", _ChildSetup(nofile=256))
     data = tmp_path / "data"
     node = BrokerProcess(data)
     node.start(timeout=60)
@@ -297,6 +300,76 @@ def test_out_of_file_descriptors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         assert [r[2][:4] for r in segments] == [b"%04d" % i for i in range(400)]
         for topic in created:
             assert [r[2] for r in fetch_all(node.port(), topic, 39).records] == [b"v"]
+    finally:
+        node.stop()
+        node.close()
+
+
+# -- defect 9: a full disk ---------------------------------------------------------------------
+
+def _fill(path: Path) -> None:
+    """Write ``path`` until the file system has no page left."""
+    with open(path, "wb", buffering=0) as f:
+        for chunk in (1 << 20, 64 << 10, 4 << 10, 512):
+            try:
+                while True:
+                    f.write(b"\0" * chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+
+
+def test_a_full_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a full log dir (a 32 MiB tmpfs, filled): one error in the log naming the dir,
+    error codes for produce, CreateTopics, auto-creation and __consumer_offsets creation,
+    no traceback, no closed connection; all of it works again once space is freed."""
+    mount = tmp_path / "disk"
+    log_dir = mount / "data"
+    monkeypatch.setattr(runner, "subprocess",
+                        _ChildSetup(prefix=in_private_mount(mount, "size=32m")))
+    node = BrokerProcess(tmp_path / "host", {"log.dirs": log_dir})
+    node.start(timeout=60)
+    assert node.proc is not None
+    filler = Path(f"/proc/{node.proc.pid}/root") / str(mount).lstrip("/") / "filler"
+    big = b"v" * 20_000  # several pages: a write that needs new pages fails on a full disk
+    try:
+        with Wire(node.port()) as wire:
+            create_topic(wire, "full")
+            before = produce(wire, "full", 0, make_batch([big]))
+            assert before["error_code"] == ErrorCode.none
+            _fill(filler)
+            for _ in range(3):
+                entry = produce(wire, "full", 0, make_batch([big]))
+                assert entry["error_code"] == ErrorCode.kafka_storage_error, entry
+            created = create_response(wire, "new-topic", 3)
+            assert created["error_code"] == ErrorCode.kafka_storage_error, created
+            assert "No space left" in created["error_message"]
+            auto = metadata(wire, ["auto-topic"], allow_create=True)["topics"][0]
+            assert auto["error_code"] == ErrorCode.leader_not_available, auto
+            found = wire.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+            assert found["error_code"] == ErrorCode.coordinator_not_available, found
+            time.sleep(6)  # a checkpoint round (every 5 s) on the full disk
+            failing = [line for line in node.log_text().splitlines()
+                       if "Writes to log dir" in line and "are failing" in line]
+            assert len(failing) == 1 and str(log_dir) in failing[0], failing
+            assert "No space left on device" in failing[0]
+            assert "new-topic" not in [t["name"] for t in metadata(wire, None)["topics"]]
+
+            filler.unlink()
+            after = produce(wire, "full", 0, make_batch([big]))
+            assert after["error_code"] == ErrorCode.none, after
+            assert create_response(wire, "new-topic", 3)["error_code"] == ErrorCode.none
+            auto = metadata(wire, ["auto-topic"], allow_create=True)["topics"][0]
+            assert auto["error_code"] == ErrorCode.none and len(auto["partitions"]) == 1
+            found = wire.call(ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0})
+            assert found["error_code"] == ErrorCode.none, found
+            for partition in range(3):
+                assert produce(wire, "new-topic", partition,
+                               make_batch([b"x"]))["error_code"] == 0
+        records = fetch_all(node.port(), "full").records
+        assert [r[0] for r in records] == [before["base_offset"], after["base_offset"]]
+        text = node.log_text()
+        assert "work again" in text
+        assert "Traceback" not in text, text[-3000:]
     finally:
         node.stop()
         node.close()
