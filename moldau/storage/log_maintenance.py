@@ -268,12 +268,19 @@ class LogMaintenance:
             fds: list[int] = []
             paths: list[str] = []
             i = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-            for seg in self._segments[i:]:
-                if seg.base_offset >= target:
-                    break
-                f, p = seg.flush_handles()
-                fds += f
-                paths += p
+            try:
+                for seg in self._segments[i:]:
+                    if seg.base_offset >= target:
+                        break
+                    f, p = seg.flush_handles()
+                    fds += f
+                    paths += p
+            except OSError as exc:
+                # Writing pending index entries failed (a full disk): they stay in memory
+                # and the next flush tries again; nothing was lost, the log stays online.
+                for fd in fds:
+                    self._fs.close(fd)
+                raise KafkaStorageError(f"flushing {self.dir} failed: {exc}") from exc
             generation = self._generation
         try:
             fsync_handles(self._fs, fds, paths)
@@ -307,15 +314,27 @@ class LogMaintenance:
 
     # -- closing -----------------------------------------------------------------------
     def close(self) -> None:
-        """Clean close: snapshot producer state at the log end and close every file."""
+        """Clean close: snapshot producer state at the log end and close every file. Every
+        file is closed even if a write fails (a full disk); the first failure is raised then,
+        and the log is not clean (the next start recovers it)."""
         with self._lock:
+            failure: OSError | None = None
             if not self.offline:
                 ps = self.producer_state
                 ps.update_map_end_offset(self.log_end_offset)
-                ps.take_snapshot(sync=True)
+                try:
+                    ps.take_snapshot(sync=True)
+                except OSError as exc:
+                    failure = exc
             for seg in self._segments:
-                seg.close()
+                try:
+                    seg.close()
+                except OSError as exc:
+                    seg.close_without_writing()
+                    failure = failure or exc
             self.offline = True  # closed: nothing may use it any more
+            if failure is not None:
+                raise failure
 
     def close_handles(self) -> None:
         """Close file descriptors without writing anything (crash simulation, dead disk)."""

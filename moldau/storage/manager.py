@@ -416,8 +416,11 @@ class LogManager:
         for lg in self.all_logs():
             try:
                 flushed += lg.flush_due(now)
-            except KafkaStorageError:
-                log.exception("flush failed for %s", lg)
+            except KafkaStorageError as exc:
+                # Logged once per dir while it lasts, not a traceback per log per second.
+                log_dir = self._dir_of.get((lg.topic, lg.partition))
+                if log_dir is not None:
+                    self.health.failed(log_dir, f"flushing {lg.dir}", exc.__cause__ or exc)
         return flushed
 
     def clean_logs(self, now_ms: int | None = None, *, force: bool = False
@@ -501,22 +504,29 @@ class LogManager:
                 if lg.offline:
                     raise KafkaStorageError(f"{lg} is offline")
                 lg.flush()
-            except KafkaStorageError:
+            except KafkaStorageError as exc:
                 failed_dirs.add(self._dir_of[tp])
-                log.exception("flush at shutdown failed for %s", lg)
+                log.error("flush at shutdown failed for %s: %s", lg, exc.message)
         by_dir: dict[str, list[tuple[TopicPartition, Log]]] = {d: [] for d in self.log_dirs}
         for tp, lg in items:
             by_dir[self._dir_of[tp]].append((tp, lg))
         for tp, lg in items:
             try:
                 lg.close()
-            except (OSError, KafkaStorageError):
+            except (OSError, KafkaStorageError) as exc:
                 failed_dirs.add(self._dir_of[tp])
-                log.exception("close failed for %s", lg)
+                self.health.failed(self._dir_of[tp], f"closing {lg.dir}", exc)
         for log_dir, dir_items in by_dir.items():
-            self._write_checkpoints(log_dir, dir_items)
-            if log_dir not in failed_dirs:
-                write_clean_shutdown_marker(self._fs, log_dir, broker_epoch)
+            try:
+                self._write_checkpoints(log_dir, dir_items)
+                if log_dir not in failed_dirs:
+                    write_clean_shutdown_marker(self._fs, log_dir, broker_epoch)
+            except OSError as exc:
+                # No marker: the next start recovers this dir's logs, which is what an
+                # unfinished shutdown needs.
+                self.health.failed(log_dir, f"writing the checkpoints of {log_dir}", exc)
+                log.error("shutdown of log dir %s is not clean (%s): the next start recovers "
+                          "its logs", log_dir, exc)
         self.remove_deleted(force=False)
         with self._lock:
             self._logs.clear()
