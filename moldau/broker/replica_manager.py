@@ -210,11 +210,22 @@ class ReplicaManager:
             partition = self.partitions.get((name, index))
             if partition is None:
                 continue  # offline here
-            if partition.log.config != config:
-                # Logs loaded at start-up were opened before the image had topic configs.
-                partition.log.update_config(config)
-            partition.set_topic_config(raw_config)
-            partition.apply_state(state)
+            try:
+                if partition.log.config != config:
+                    # Logs loaded at start-up were opened before the image had topic configs.
+                    partition.log.update_config(config)
+                partition.set_topic_config(raw_config)
+                partition.apply_state(state)
+            except (OSError, KafkaError) as exc:
+                # E.g. the leader epoch checkpoint cannot be written (disk full): offline
+                # until retry_offline applies the state again.
+                del self.partitions[(name, index)]
+                message = (f"applying the state of {name}-{index} failed: "
+                           f"{getattr(exc, 'message', None) or exc}")
+                if (name, index) not in self.offline:
+                    log.error("partition %s-%d is offline on this broker: %s", name, index,
+                              message)
+                self.offline[(name, index)] = message
 
     def _open_logs(self, missing: list[tuple[str, int, LogConfig, str]]) -> list[Any]:
         """Open or create logs; those that fail are marked offline instead of stopping the

@@ -143,7 +143,13 @@ class Controller:
         for i, record in enumerate(records):
             self.image.replay(record, first + i)
         for listener in self.listeners:
-            listener(self.image, records)
+            try:
+                listener(self.image, records)
+            except Exception:
+                # The change is committed; a listener that fails (e.g. a disk error while a
+                # replica applies it) must not turn it into an error for the client.
+                log.exception("a metadata listener failed on %d committed records",
+                              len(records))
 
     def _check_size(self, records: Sequence[MetadataRecord], what: str = "this change"
                     ) -> None:
