@@ -167,4 +167,31 @@ class FileSystem:
             self.fsync_dir(os.path.dirname(path) or ".")
 
 
+def fsync_handles(fs: FileSystem, fds: list[int], paths: list[str]) -> None:
+    """fsync and close duplicated fds, and fsync files by path (missing files are skipped)."""
+    try:
+        for fd in fds:
+            fs.fsync(fd)
+    finally:
+        for fd in fds:
+            fs.close(fd)
+    for path in paths:
+        try:
+            fd = fs.open(path, READ_ONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+
+
+def remove_files(fs: FileSystem, paths: list[str]) -> None:
+    for path in paths:
+        try:
+            fs.remove(path)
+        except FileNotFoundError:
+            pass
+
+
 DEFAULT_FS = FileSystem()

@@ -30,7 +30,7 @@ from moldau.protocol.records.batch import BatchHeader
 
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .fs import DEFAULT_FS, FileSystem
+from .fs import DEFAULT_FS, FileSystem, remove_files
 from .log import Log, wall_clock_ms
 from .names import (
     CLEANED_SUFFIX,
@@ -43,7 +43,7 @@ from .names import (
 )
 from .producer_state import ProducerStateManager
 from .scan import BatchScanner
-from .segment import Segment, remove_files
+from .segment import Segment
 
 
 @dataclass

@@ -35,7 +35,7 @@ from .errors import (
     RecordTooLarge,
     UnexpectedAppendOffset,
 )
-from .fs import FileSystem
+from .fs import FileSystem, remove_files
 from .health import DISK_HEALTH, log_dir_of
 from .log_maintenance import LogMaintenance
 from .producer_state import (
@@ -47,7 +47,7 @@ from .producer_state import (
     parse_end_txn_marker,
 )
 from .scan import validate_replicated
-from .segment import Segment, remove_files
+from .segment import Segment
 
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import KafkaStorageError, OffsetOutOfRange
-from .fs import FileSystem
+from .fs import FileSystem, fsync_handles, remove_files
 from .producer_state import ProducerStateManager, parse_end_txn_marker
 from .retention import (
     Predicate,
@@ -23,7 +23,7 @@ from .retention import (
     retention_ms_breached,
     retention_size_breached,
 )
-from .segment import Segment, fsync_handles, remove_files
+from .segment import Segment
 
 
 class LogMaintenance:

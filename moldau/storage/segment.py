@@ -33,7 +33,7 @@ from moldau.protocol.records.codec import decode_batch
 
 from .config import LogConfig
 from .errors import CorruptIndex
-from .fs import READ_ONLY, RW_CREATE, RW_EXISTING, FileSystem
+from .fs import RW_CREATE, RW_EXISTING, FileSystem, fsync_handles
 from .handles import HANDLE_POOL, HandlePool
 from .index import OffsetIndex, TimeIndex
 from .names import (
@@ -592,33 +592,6 @@ class Segment:
     def flush(self) -> None:
         fds, paths = self.flush_handles()
         fsync_handles(self._fs, fds, paths)
-
-
-def fsync_handles(fs: FileSystem, fds: list[int], paths: list[str]) -> None:
-    """fsync and close duplicated fds, and fsync files by path (missing files are skipped)."""
-    try:
-        for fd in fds:
-            fs.fsync(fd)
-    finally:
-        for fd in fds:
-            fs.close(fd)
-    for path in paths:
-        try:
-            fd = fs.open(path, READ_ONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            fs.fsync(fd)
-        finally:
-            fs.close(fd)
-
-
-def remove_files(fs: FileSystem, paths: list[str]) -> None:
-    for path in paths:
-        try:
-            fs.remove(path)
-        except FileNotFoundError:
-            pass
 
 
 def segment_base_offsets(fs: FileSystem, directory: str) -> list[int]:
