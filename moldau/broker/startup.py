@@ -9,9 +9,12 @@ write the clean-shutdown marker.
 Housekeeping runs in worker threads so disk work (fsync, segment deletion) never stalls the
 event loop: retention every ``log.retention.check.interval.ms``, removal of deleted topics'
 directories and deleted segments once their ``file.delete.delay.ms`` passed (checked every
-second), flushing of rolled segments
-and ``flush.ms`` every second, checkpoints every 5 s (Kafka's
-``replica.high.watermark.checkpoint.interval.ms`` default), producer-id expiry every 10 min.
+second), flushing of rolled segments and ``flush.ms`` every second, checkpoints every 5 s
+(Kafka's ``replica.high.watermark.checkpoint.interval.ms`` default), producer-id expiry every
+10 min, and another try every 5 s at partitions whose log could not be opened.
+
+At start the soft RLIMIT_NOFILE is raised to the hard limit (as the JVM does) and the room it
+leaves for partitions is logged, as a warning when it is low.
 """
 
 from __future__ import annotations
