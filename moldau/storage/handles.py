@@ -5,8 +5,8 @@ segments are read rarely (a consumer catching up, a timestamp lookup, the cleane
 descriptors (and memory maps, which hold a duplicate descriptor each) are opened on demand and
 kept in a least-recently-used pool of :attr:`HandlePool.capacity` entries; beyond that the
 oldest are closed. A partition with thousands of segments thus opens, loads and serves within
-any reasonable ``RLIMIT_NOFILE``, where keeping every segment open (as Kafka does, which is why
-it asks for a limit of 100000) made the broker unable to start.
+any reasonable ``RLIMIT_NOFILE``, where keeping every segment open (Kafka needs a descriptor
+per segment, hence its advice of a 100000 limit) made the broker unable to start.
 
 Closing a descriptor another thread is using would be a disaster (the number can be reused by
 another file), so a segment is only closed while its log's lock can be taken without waiting:
