@@ -1,9 +1,14 @@
 """The partitions this broker hosts, kept in line with the metadata image, and the produce,
 fetch, list-offsets and delete-records paths through them.
 
+``prepare`` runs before the controller writes metadata records: it creates the logs of new
+partitions hosted here, all or none, so a topic is never committed with logs missing (no file
+descriptor or disk space left: the creation is refused with KAFKA_STORAGE_ERROR instead).
 ``reconcile`` runs after every metadata change (and at start-up): it opens logs for partitions
 assigned here, deletes logs of removed topics, applies leader/ISR changes and pushes topic
 configs into the logs, so a config change takes effect on the next append or retention run.
+A partition whose log cannot be opened or created is offline here: clients get
+KAFKA_STORAGE_ERROR for it, and :meth:`ReplicaManager.retry_offline` tries again.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 import base64
 import logging
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,9 +27,16 @@ from ..protocol.records.batch import BatchHeader, iter_batches, validate_batches
 from ..protocol.records.codec import recompress_batch
 from ..protocol.records.compression import Codec
 from ..storage.config import LogConfig
+from ..storage.errors import KafkaStorageError
 from .metadata.configs import effective_topic_config
 from .metadata.image import MetadataImage
-from .metadata.records import ConfigRecord, MetadataRecord, RemoveTopicRecord
+from .metadata.records import (
+    ConfigRecord,
+    MetadataRecord,
+    PartitionRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+)
 from .metadata.validation import INTERNAL_TOPICS
 from .partition import Partition
 from .produce_validation import Rejection, check_record_set
@@ -94,6 +106,10 @@ class FetchRead:
     has_error: bool
 
 
+def _nothing() -> None:
+    return None
+
+
 class ReplicaManager:
     """Owns the :class:`Partition` objects of this broker."""
 
@@ -101,6 +117,8 @@ class ReplicaManager:
         self.broker = broker
         self.node_id = broker.node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions hosted here whose log could not be opened or created: why not.
+        self.offline: dict[tuple[str, int], str] = {}
         self.purgatory = Purgatory()
 
     # --- metadata ------------------------------------------------------------------------
@@ -140,6 +158,32 @@ class ReplicaManager:
             self._remove_topic(name)
         self.reconcile(image.topics_by_name if all_topics else touched)
 
+    def prepare(self, image: MetadataImage, records: Sequence[MetadataRecord]
+                ) -> Callable[[], None]:
+        """Controller preparer: create (all or none) the logs of the new partitions in
+        ``records`` that this broker hosts, before the records are written. Raises
+        KafkaStorageError; returns how to remove the new logs if the write then fails."""
+        names = {r.topic_id: r.name for r in records if isinstance(r, TopicRecord)}
+        specs = []
+        for record in records:
+            if not isinstance(record, PartitionRecord) or self.node_id not in record.replicas:
+                continue
+            name = names.get(record.topic_id)
+            if name is None:
+                known = image.topics_by_id.get(record.topic_id)
+                if known is None:
+                    continue
+                name = known.name
+            if (name, record.partition_id) not in self.partitions:
+                specs.append((name, record.partition_id, None, kafka_uuid(record.topic_id)))
+        if not specs:
+            return _nothing
+        manager = self.broker.log_manager
+        before = {(lg.topic, lg.partition) for lg in manager.all_logs()}
+        logs = manager.create_logs(specs, atomic=True)
+        fresh = [lg for lg in logs if (lg.topic, lg.partition) not in before]
+        return lambda: manager.discard_logs(fresh)
+
     def reconcile(self, topics: Iterable[str]) -> None:
         image = self.broker.image
         states = []
@@ -156,23 +200,67 @@ class ReplicaManager:
                 states.append((name, index, topic.topic_id, config, raw_config, state))
                 if (name, index) not in self.partitions:
                     missing.append((name, index, config, kafka_uuid(topic.topic_id)))
-        # One batched creation: three fsyncs per new log made a 50-partition topic take ~1 s.
-        created = self.broker.log_manager.create_logs(missing)
-        for partition_log in created:
+        for partition_log in self._open_logs(missing):
             key = (partition_log.topic, partition_log.partition)
             topic_id = image.topics_by_name[key[0]].topic_id
             self.partitions[key] = Partition(key[0], key[1], topic_id, partition_log,
                                              node_id=self.node_id, purgatory=self.purgatory,
                                              time_ms=self.broker.time_ms)
         for name, index, _topic_id, config, raw_config, state in states:
-            partition = self.partitions[(name, index)]
-            if partition.log.config != config:
-                # Logs loaded at start-up were opened before the image had topic configs.
-                partition.log.update_config(config)
-            partition.set_topic_config(raw_config)
-            partition.apply_state(state)
+            partition = self.partitions.get((name, index))
+            if partition is None:
+                continue  # offline here
+            try:
+                if partition.log.config != config:
+                    # Logs loaded at start-up were opened before the image had topic configs.
+                    partition.log.update_config(config)
+                partition.set_topic_config(raw_config)
+                partition.apply_state(state)
+            except (OSError, KafkaError) as exc:
+                # E.g. the leader epoch checkpoint cannot be written (disk full): offline
+                # until retry_offline applies the state again.
+                del self.partitions[(name, index)]
+                message = (f"applying the state of {name}-{index} failed: "
+                           f"{getattr(exc, 'message', None) or exc}")
+                if (name, index) not in self.offline:
+                    log.error("partition %s-%d is offline on this broker: %s", name, index,
+                              message)
+                self.offline[(name, index)] = message
+
+    def _open_logs(self, missing: list[tuple[str, int, LogConfig, str]]) -> list[Any]:
+        """Open or create logs; those that fail are marked offline instead of stopping the
+        reconciliation (and the broker's start)."""
+        if not missing:
+            return []
+        manager = self.broker.log_manager
+        try:
+            # One batched creation: three fsyncs per new log made a 50-partition topic take
+            # ~1 s.
+            logs = manager.create_logs(missing)
+        except KafkaStorageError:
+            logs = []
+            for spec in missing:
+                try:
+                    logs += manager.create_logs([spec])
+                except KafkaStorageError as exc:
+                    key = (spec[0], spec[1])
+                    if key not in self.offline:
+                        log.error("partition %s-%d is offline on this broker: %s", key[0],
+                                  key[1], exc.message)
+                    self.offline[key] = exc.message
+        for lg in logs:
+            self.offline.pop((lg.topic, lg.partition), None)
+        return logs
+
+    def retry_offline(self) -> None:
+        """Try again to open the logs of offline partitions (space or descriptors may have
+        been freed)."""
+        if self.offline:
+            self.reconcile({name for name, _index in self.offline})
 
     def _remove_topic(self, name: str) -> None:
+        for key in [k for k in self.offline if k[0] == name]:
+            del self.offline[key]
         for key in [k for k in self.partitions if k[0] == name]:
             partition = self.partitions.pop(key)
             self.broker.log_manager.delete_log(partition.topic, partition.index)
@@ -191,6 +279,9 @@ class ReplicaManager:
                                   f"Cannot append to internal topic {topic}")
         partition = self.partitions.get((topic, index))
         if partition is None:
+            offline = self.offline.get((topic, index))
+            if offline is not None:
+                return ProduceOutcome(ErrorCode.kafka_storage_error, offline)
             known = self.broker.image.topics_by_name.get(topic)
             if known is not None and index in known.partitions:
                 return ProduceOutcome(ErrorCode.not_leader_or_follower,
@@ -289,7 +380,9 @@ class ReplicaManager:
                     error = (ErrorCode.unknown_topic_id if t.unknown_id
                              else ErrorCode.unknown_topic_or_partition)
                     known = self.broker.image.topics_by_name.get(t.topic)
-                    if known is not None and t.partition in known.partitions:
+                    if (t.topic, t.partition) in self.offline:
+                        error = ErrorCode.kafka_storage_error
+                    elif known is not None and t.partition in known.partitions:
                         error = ErrorCode.not_leader_or_follower
                     entries.append(FetchPartitionData(t.partition, error))
                     continue

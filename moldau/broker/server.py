@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.errors import ErrorCode
 from .config import BrokerConfig, Endpoint
 from .dispatch import load_handlers
 from .metadata.controller import Controller, TopicSpec
@@ -157,13 +158,18 @@ class Broker:
             self._producer_ids = iter(self.controller.allocate_producer_ids(self.node_id))
             return next(self._producer_ids)
 
-    def auto_create_topics(self, names: list[str]) -> None:
+    def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
+        """Create topics a client asked for (``auto.create.topics.enable``); the error of
+        each topic that could not be created."""
         results = self.controller.create_topics([TopicSpec(name) for name in names])
+        failed: dict[str, ErrorCode] = {}
         for result in results:
             if result.error:
+                failed[result.name] = result.error
                 log.info("auto-creation of topic %s failed: %s", result.name, result.message)
             else:
                 log.info("auto-created topic %s with %d partitions", result.name,
                          result.num_partitions)
+        return failed
 
 

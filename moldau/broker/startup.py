@@ -7,9 +7,14 @@ and reconcile the partitions this node hosts. Close: stop housekeeping, flush, c
 write the clean-shutdown marker.
 
 Housekeeping runs in worker threads so disk work (fsync, segment deletion) never stalls the
-event loop: retention every ``log.retention.check.interval.ms``, flushing of rolled segments
-and ``flush.ms`` every second, checkpoints every 5 s (Kafka's
-``replica.high.watermark.checkpoint.interval.ms`` default), producer-id expiry every 10 min.
+event loop: retention every ``log.retention.check.interval.ms``, removal of deleted topics'
+directories and deleted segments once their ``file.delete.delay.ms`` passed (checked every
+second), flushing of rolled segments and ``flush.ms`` every second, checkpoints every 5 s
+(Kafka's ``replica.high.watermark.checkpoint.interval.ms`` default), producer-id expiry every
+10 min, and another try every 5 s at partitions whose log could not be opened.
+
+At start the soft RLIMIT_NOFILE is raised to the hard limit (as the JVM does) and the room it
+leaves for partitions is logged, as a warning when it is low.
 """
 
 from __future__ import annotations
@@ -20,11 +25,26 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..storage.config import LogConfig
+from ..storage.errors import LogDirError
+from ..storage.handles import (
+    HANDLE_POOL,
+    open_descriptors,
+    open_file_limit,
+    pool_capacity,
+    raise_open_file_limit,
+    reserve,
+)
+from ..storage.log_dirs import prepare_log_dir
 from ..storage.manager import LogManager
-from ..storage.meta import ensure_meta_properties, new_uuid, read_meta_properties
+from ..storage.meta import (
+    MetaPropertiesError,
+    ensure_meta_properties,
+    new_uuid,
+    read_meta_properties,
+)
 from .metadata.configs import effective_topic_config
 from .metadata.controller import Controller
-from .metadata.log import METADATA_TOPIC, MetadataLog
+from .metadata.log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC, MetadataLog
 from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -33,11 +53,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CHECKPOINT_INTERVAL_S = 5.0
+# How often partitions whose log could not be opened are tried again.
+OFFLINE_RETRY_INTERVAL_S = 5.0
+# Kafka's documentation asks for at least this many open files.
+RECOMMENDED_OPEN_FILES = 100_000
+# How often files whose file.delete.delay.ms passed are looked for (Kafka schedules each
+# deletion at its own time; a one-second sweep is as good and needs no timer per file).
+DELETE_CHECK_INTERVAL_S = 1.0
 FLUSH_CHECK_INTERVAL_S = 1.0
 PRODUCER_EXPIRY_INTERVAL_S = 600.0
 
 # The metadata log is never trimmed by retention: the image is rebuilt from all of it.
-_METADATA_LOG_CONFIG = {"retention.ms": -1, "retention.bytes": -1, "segment.bytes": 8 << 20,
+# Its batches may be as large as METADATA_MAX_BATCH_BYTES, whatever message.max.bytes says.
+_METADATA_LOG_CONFIG = {"retention.ms": -1, "retention.bytes": -1,
+                        "segment.bytes": METADATA_MAX_BATCH_BYTES,
+                        "max.message.bytes": METADATA_MAX_BATCH_BYTES,
                         "cleanup.policy": "delete"}
 
 
@@ -54,11 +84,22 @@ async def _in_thread(fn: Callable[..., Any], *args: Any) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
+def log_dirs_key(config: Any) -> str:
+    """The key the log dirs came from: ``log.dirs``, or ``log.dir`` when it is unset."""
+    return "log.dirs" if config["log.dirs"] else "log.dir"
+
+
 async def open_node(broker: Broker) -> None:
     config = broker.config
     log_dirs = [str(d) for d in config.log_dirs]
-    broker.cluster_id = _cluster_id(broker, log_dirs)
-    ensure_meta_properties(log_dirs, broker.node_id, broker.cluster_id)
+    key = log_dirs_key(config)
+    for log_dir in log_dirs:
+        prepare_log_dir(log_dir, key)
+    try:
+        broker.cluster_id = _cluster_id(broker, log_dirs)
+        ensure_meta_properties(log_dirs, broker.node_id, broker.cluster_id)
+    except MetaPropertiesError as exc:
+        raise LogDirError(f"{exc} (log dirs from {key}: {', '.join(log_dirs)})") from exc
 
     def topic_config(topic: str) -> dict[str, Any]:
         if topic == METADATA_TOPIC:
@@ -68,10 +109,12 @@ async def open_node(broker: Broker) -> None:
 
     manager = LogManager(log_dirs, LogConfig.from_dict(config.topic_defaults()),
                          topic_config=topic_config, time_ms=broker.time_ms)
+    raise_descriptor_limit()
     stats = await _in_thread(manager.startup, config["num.recovery.threads.per.data.dir"])
     log.info("loaded %d logs (%d segments; %d recovered, %d batches scanned, %d bytes "
              "truncated)", len(manager.all_logs()), stats.segments, stats.segments_recovered,
              stats.batches_scanned, stats.bytes_truncated)
+    check_descriptor_limit(len(manager.all_logs()))
     broker.log_manager = manager
     broker.load_stats = stats
 
@@ -86,6 +129,7 @@ async def open_node(broker: Broker) -> None:
     )
     replicas = ReplicaManager(broker)
     broker.replica_manager = replicas
+    broker.controller.preparers.append(replicas.prepare)
     broker.controller.listeners.append(replicas.on_metadata)
     replicas.reconcile(list(broker.image.topics_by_name))
     for stray in manager.all_logs():
@@ -98,6 +142,36 @@ async def open_node(broker: Broker) -> None:
     from .group.service import start_group_coordinator
 
     await start_group_coordinator(broker)
+
+
+def raise_descriptor_limit() -> None:
+    """Raise the soft open-file limit to the hard one, as the JVM does for Kafka, and size
+    the pool of older segments' descriptors from it."""
+    before, after = raise_open_file_limit()
+    if after != before:
+        log.info("raised the open-file limit (RLIMIT_NOFILE) from %d to %d, the hard limit",
+                 before, after)
+    HANDLE_POOL.capacity = pool_capacity(open_file_limit()[0])
+
+
+def check_descriptor_limit(partitions: int) -> None:
+    """Say how many partitions the open-file limit leaves room for; warn when it is low."""
+    soft, hard = open_file_limit()
+    in_use = open_descriptors() or 0
+    keep = reserve(soft)
+    room = max(soft - in_use - HANDLE_POOL.capacity - keep, 0)
+    text = (f"open-file limit (RLIMIT_NOFILE) {soft} (hard limit {hard}): room for about "
+            f"{room} more partitions (one file descriptor each; {HANDLE_POOL.capacity} kept "
+            f"for older segments, {keep} for connections; {in_use} open now for {partitions} "
+            f"partitions)")
+    if soft < RECOMMENDED_OPEN_FILES and room < max(1000, partitions):
+        log.warning("%s. Topic creation fails with KAFKA_STORAGE_ERROR once that room is used. "
+                    "Raise the limit before starting the broker: `ulimit -n %d` (the hard limit "
+                    "too, as root), LimitNOFILE=%d in a systemd unit, or --ulimit nofile=%d:%d "
+                    "for Docker.", text, RECOMMENDED_OPEN_FILES, RECOMMENDED_OPEN_FILES,
+                    RECOMMENDED_OPEN_FILES, RECOMMENDED_OPEN_FILES)
+    else:
+        log.info("%s", text)
 
 
 async def _periodic(interval_s: float, fn: Callable[[], Any], what: str) -> None:
@@ -116,9 +190,35 @@ async def _housekeeping(broker: Broker) -> None:
         _periodic(retention_s, manager.run_retention, "log retention"),
         _periodic(FLUSH_CHECK_INTERVAL_S, manager.flush_due, "log flush"),
         _periodic(CHECKPOINT_INTERVAL_S, manager.checkpoint_all, "checkpoint"),
+        _deletions(manager),
+        _on_loop(OFFLINE_RETRY_INTERVAL_S, broker.replica_manager.retry_offline,
+                 "reopening offline partitions"),
         _periodic(PRODUCER_EXPIRY_INTERVAL_S, manager.remove_expired_producers,
                   "producer id expiry"),
     )
+
+
+async def _on_loop(interval_s: float, fn: Callable[[], Any], what: str) -> None:
+    """Like :func:`_periodic`, for work that changes event-loop state (quick, no fsync)."""
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            fn()
+        except Exception:
+            log.exception("%s failed", what)
+
+
+async def _deletions(manager: LogManager) -> None:
+    """Remove deleted topics' directories and deleted segments once their
+    ``file.delete.delay.ms`` passed, independently of the retention check (which runs every
+    ``log.retention.check.interval.ms``, 5 minutes by default)."""
+    while True:
+        await asyncio.sleep(DELETE_CHECK_INTERVAL_S)
+        try:
+            if manager.deletions_due():
+                await _in_thread(manager.remove_deleted)
+        except Exception:
+            log.exception("removing deleted log files failed")
 
 
 async def close_node(broker: Broker) -> None:

@@ -77,7 +77,7 @@ class TagPipeline:
             if reference_format(self.reference) is None:
                 raise ValueError(f"reference file {self.reference}: use a .csv or .parquet "
                                  "file (or a directory of them)")
-        if not _FIELD.match(self.key_field):
+        if not _FIELD.fullmatch(self.key_field):
             raise ValueError(f"--key-field {self.key_field!r} must be a plain field name "
                              "(letters, digits, _ and -)")
         parse_trigger(self.trigger)

@@ -46,11 +46,11 @@ from moldau.protocol.records.batch import (
 from moldau.protocol.records.codec import decode_records, encode_record
 from moldau.protocol.records.compression import compress, decompress
 
-from .fs import FileSystem
+from .fs import FileSystem, remove_files
 from .log import Log
 from .names import CLEANED_SUFFIX, SEGMENT_FILE_SUFFIXES, SWAP_SUFFIX, segment_file
 from .scan import BatchScanner
-from .segment import Segment, remove_files
+from .segment import Segment
 
 INT32_MAX = 0x7FFFFFFF
 _HEAD = struct.Struct(">qiib")

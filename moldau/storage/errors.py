@@ -26,6 +26,20 @@ class KafkaStorageError(KafkaError):
         super().__init__(ErrorCode.kafka_storage_error, message)
 
 
+class LogDirError(OSError):
+    """A log dir that cannot be used at start-up (missing, not a directory, read-only, a bad
+    checkpoint file). The message names the path, what is wrong and how to fix it; it is an
+    ``OSError`` so ``moldau serve`` reports it as a start-up failure without a traceback."""
+
+    def __init__(self, message: str, errno: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = errno
+
+    def __str__(self) -> str:
+        return self.message
+
+
 class RecordTooLarge(KafkaError):
     """A batch bigger than ``max.message.bytes`` (MESSAGE_TOO_LARGE)."""
 

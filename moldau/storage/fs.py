@@ -149,14 +149,49 @@ class FileSystem:
         tmp = path + ".tmp"
         fd = self.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0))
         try:
-            self.write_all(fd, data, 0)
-            if sync:
-                self.fsync(fd)
-        finally:
-            self.close(fd)
-        self.rename(tmp, path)
+            try:
+                self.write_all(fd, data, 0)
+                if sync:
+                    self.fsync(fd)
+            finally:
+                self.close(fd)
+            self.rename(tmp, path)
+        except OSError:
+            # A half-written temp file would hold on to the space a full disk needs back.
+            try:
+                self.remove(tmp)
+            except OSError:
+                pass
+            raise
         if sync:
             self.fsync_dir(os.path.dirname(path) or ".")
+
+
+def fsync_handles(fs: FileSystem, fds: list[int], paths: list[str]) -> None:
+    """fsync and close duplicated fds, and fsync files by path (missing files are skipped)."""
+    try:
+        for fd in fds:
+            fs.fsync(fd)
+    finally:
+        for fd in fds:
+            fs.close(fd)
+    for path in paths:
+        try:
+            fd = fs.open(path, READ_ONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+
+
+def remove_files(fs: FileSystem, paths: list[str]) -> None:
+    for path in paths:
+        try:
+            fs.remove(path)
+        except FileNotFoundError:
+            pass
 
 
 DEFAULT_FS = FileSystem()

@@ -7,9 +7,13 @@
   grow from entry to entry.
 
 Kafka preallocates and memory-maps these files; we keep the entries in ``array`` objects for
-lookups (``bisect`` on them runs in C) and append 8/12 bytes to the file per new entry, so files
-are never preallocated and always hold exactly ``entries * size`` bytes (Kafka trims its files to
-the same layout on close, so the files are interchangeable).
+lookups (``bisect`` on them runs in C) and write new entries to the file in one go when the
+segment is flushed, rolled or closed, so files are never preallocated and hold exactly
+``entries * size`` bytes (Kafka trims its files to the same layout on close, so the files are
+interchangeable). No index keeps a file descriptor open: a partition's active segment holds
+one descriptor (its ``.log``), not three. Entries written late are safe: after a crash the
+active segment (and everything after the recovery point) is recovered and its indexes rebuilt
+from the log; a clean shutdown writes every entry.
 """
 
 from __future__ import annotations
@@ -34,11 +38,12 @@ def _strictly_increasing(values: array) -> bool:
 
 
 class _IndexFile:
-    """What both indexes share: an append-only file of fixed-size entries whose in-memory
-    copy lives in ``rel`` (relative offsets) plus one parallel array per subclass."""
+    """What both indexes share: a file of fixed-size entries whose in-memory copy lives in
+    ``rel`` (relative offsets) plus one parallel array per subclass; the first ``persisted``
+    entries are on disk."""
 
     ENTRY_SIZE = 0
-    __slots__ = ("_fs", "base_offset", "fd", "max_entries", "path", "rel")
+    __slots__ = ("_fs", "appendable", "base_offset", "max_entries", "path", "persisted", "rel")
 
     def __init__(self, path: str, base_offset: int, max_entries: int, fs: FileSystem) -> None:
         self.path = path
@@ -46,33 +51,60 @@ class _IndexFile:
         self.max_entries = max_entries
         self._fs = fs
         self.rel = array("i")
-        self.fd: int | None = None
+        self.persisted = 0
+        self.appendable = False
 
     def _columns(self) -> tuple[array, ...]:
         """Every in-memory column, ``rel`` included (truncated together)."""
         raise NotImplementedError
 
+    def _entries_bytes(self, start: int) -> bytes:
+        """File content of entries ``start`` onwards."""
+        raise NotImplementedError
+
     def open_for_append(self) -> None:
-        """Open the file for appending entries (active segment only)."""
-        if self.fd is None:
-            fd = self._fs.open(self.path, RW_CREATE)
-            want = len(self.rel) * self.ENTRY_SIZE
+        """Accept new entries (active segment only); the file exists from now on, holding
+        exactly the persisted entries."""
+        if self.appendable:
+            return
+        fd = self._fs.open(self.path, RW_CREATE)
+        try:
+            want = self.persisted * self.ENTRY_SIZE
             if self._fs.fsize(fd) != want:
                 self._fs.ftruncate(fd, want)
-            self.fd = fd
+        finally:
+            self._fs.close(fd)
+        self.appendable = True
 
     def close(self) -> None:
-        if self.fd is not None:
-            fd, self.fd = self.fd, None
+        """Write pending entries and stop accepting new ones. Raises ``OSError``."""
+        if self.appendable:
+            self.sync()
+            self.appendable = False
+
+    def sync(self, fsync: bool = False) -> None:
+        """Write entries not yet in the file (and fsync it if asked). Raises ``OSError``."""
+        pending = len(self.rel) - self.persisted
+        if pending <= 0 and not fsync:
+            return
+        fd = self._fs.open(self.path, RW_CREATE)
+        try:
+            if pending > 0:
+                self._fs.write_all(fd, self._entries_bytes(self.persisted),
+                                   self.persisted * self.ENTRY_SIZE)
+            if fsync:
+                self._fs.fsync(fd)
+        finally:
             self._fs.close(fd)
+        self.persisted = len(self.rel)
 
     def flush(self) -> None:
-        if self.fd is not None:
-            self._fs.fsync(self.fd)
+        if self.appendable:
+            self.sync(fsync=True)
 
-    def _write_entry(self, entry: bytes) -> None:
-        if self.fd is not None:
-            self._fs.write_all(self.fd, entry, len(self.rel) * self.ENTRY_SIZE)
+    def mark_persisted(self) -> None:
+        """The file was just written whole (rebuilt or loaded)."""
+        self.persisted = len(self.rel)
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries for offsets >= ``offset``."""
@@ -82,10 +114,15 @@ class _IndexFile:
     def truncate_entries(self, keep: int) -> None:
         if keep >= len(self.rel):
             return
+        if keep < self.persisted:
+            fd = self._fs.open(self.path, RW_CREATE)
+            try:
+                self._fs.ftruncate(fd, keep * self.ENTRY_SIZE)
+            finally:
+                self._fs.close(fd)
+            self.persisted = keep
         for column in self._columns():
             del column[keep:]
-        if self.fd is not None:
-            self._fs.ftruncate(self.fd, keep * self.ENTRY_SIZE)
 
     def reset(self) -> None:
         self.truncate_entries(0)
@@ -135,21 +172,25 @@ class OffsetIndex(_IndexFile):
                 )
         self.rel = rel
         self.positions = pos
+        self.persisted = len(rel)
 
     # -- writing -----------------------------------------------------------------------
     def append(self, offset: int, position: int) -> None:
         rel = offset - self.base_offset
         if self.rel and rel <= self.rel[-1]:
             return  # Kafka refuses non-increasing offsets; they cannot help a lookup
-        self._write_entry(_OFFSET_ENTRY.pack(rel, position))
         self.rel.append(rel)
         self.positions.append(position)
 
     def write_all_entries(self) -> bytes:
         """The file content for the current entries (used when rebuilding an index)."""
-        flat = array("i", [0]) * (2 * len(self.rel))
-        flat[0::2] = self.rel
-        flat[1::2] = self.positions
+        return self._entries_bytes(0)
+
+    def _entries_bytes(self, start: int) -> bytes:
+        n = len(self.rel) - start
+        flat = array("i", [0]) * (2 * n)
+        flat[0::2] = self.rel[start:]
+        flat[1::2] = self.positions[start:]
         if _SWAP:
             flat.byteswap()
         return flat.tobytes()
@@ -202,6 +243,7 @@ class TimeIndex(_IndexFile):
                 raise CorruptIndex(f"time index file {self.path} has offsets out of order")
         self.timestamps = ts
         self.rel = rel
+        self.persisted = len(rel)
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add ``(timestamp, offset)`` if the timestamp is larger than the last entry's."""
@@ -210,12 +252,14 @@ class TimeIndex(_IndexFile):
         rel = offset - self.base_offset
         if self.rel and rel < self.rel[-1]:
             return
-        self._write_entry(_TIME_ENTRY.pack(timestamp, rel))
         self.timestamps.append(timestamp)
         self.rel.append(rel)
 
     def write_all_entries(self) -> bytes:
-        pairs = zip(self.timestamps, self.rel, strict=True)
+        return self._entries_bytes(0)
+
+    def _entries_bytes(self, start: int) -> bytes:
+        pairs = zip(self.timestamps[start:], self.rel[start:], strict=True)
         return b"".join(_TIME_ENTRY.pack(t, r) for t, r in pairs)
 
     def lookup(self, timestamp: int) -> tuple[int, int]:

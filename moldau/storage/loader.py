@@ -30,7 +30,7 @@ from moldau.protocol.records.batch import BatchHeader
 
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
-from .fs import DEFAULT_FS, FileSystem
+from .fs import DEFAULT_FS, FileSystem, remove_files
 from .log import Log, wall_clock_ms
 from .names import (
     CLEANED_SUFFIX,
@@ -43,7 +43,7 @@ from .names import (
 )
 from .producer_state import ProducerStateManager
 from .scan import BatchScanner
-from .segment import Segment, remove_files
+from .segment import Segment
 
 
 @dataclass
@@ -203,6 +203,10 @@ def load_log(
                     stats.segments_dropped += 1
                 break
         segments.append(seg)
+        if len(segments) > 1:
+            # Older segments give their descriptor back at once (reopened on demand), so a
+            # partition with more segments than the open-file limit still loads.
+            segments[-2].release_handles()
     stats.segments += len(segments)
 
     if not segments:

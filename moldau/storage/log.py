@@ -35,7 +35,8 @@ from .errors import (
     RecordTooLarge,
     UnexpectedAppendOffset,
 )
-from .fs import FileSystem
+from .fs import FileSystem, remove_files
+from .health import DISK_HEALTH, log_dir_of
 from .log_maintenance import LogMaintenance
 from .producer_state import (
     ORIGIN_CLIENT,
@@ -46,7 +47,7 @@ from .producer_state import (
     parse_end_txn_marker,
 )
 from .scan import validate_replicated
-from .segment import Segment, remove_files
+from .segment import Segment
 
 _BASE_OFFSET = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
@@ -123,7 +124,11 @@ class Log(LogMaintenance):
         self._pending_deletes: list[tuple[int, list[str]]] = []
         self._generation = 0
         self.offline = False
+        self._health = DISK_HEALTH
+        self._log_dir = log_dir_of(directory)
         segments[-1].open_for_append()
+        for seg in segments:
+            seg.adopt(self._lock)
         self.update_high_watermark(high_watermark)
 
     def __repr__(self) -> str:
@@ -359,9 +364,12 @@ class Log(LogMaintenance):
                 seg.rollback(*undo)
             except OSError:
                 self.offline = True
+            self._health.failed(self._log_dir, f"append to {seg.log_path}", exc)
             raise KafkaStorageError(
                 f"append to {seg.log_path} failed: {exc}; the append was not acknowledged"
             ) from exc
+        if self._health.failing:
+            self._health.succeeded(self._log_dir)
 
     def _after_append(self, pending: ProducerAppend | None, leader_epoch: int | None,
                       first: int, headers: list[BatchHeader] | None = None) -> None:
@@ -417,31 +425,50 @@ class Log(LogMaintenance):
             return self._roll(self.log_end_offset)
 
     def _roll(self, expected_next_offset: int) -> Segment:
+        """A new active segment at ``expected_next_offset`` (or the log end). Everything that
+        can fail (new files, the producer snapshot, the old segment's final index entries) is
+        done before anything is switched, so a failure (a full disk, no descriptor left)
+        leaves the log as it was and online: the append that needed the roll fails with
+        KAFKA_STORAGE_ERROR and a later one succeeds once the cause is gone."""
         old = self._segments[-1]
         new_base = max(expected_next_offset, old.next_offset)
         if old.size == 0 and new_base == old.base_offset:
             return old
+        new: Segment | None = None
+        ps = self.producer_state
+        saved_end = ps.map_end_offset
         try:
-            old.on_become_inactive()
             new = Segment(self.dir, new_base, self._fs, self.config, self._time_ms(),
                           jitter_ms=self._jitter())
             if new.size:
                 self._fs.ftruncate(new.fd, 0)  # stale file from an earlier life of this log
                 new.size = 0
             new.open_for_append()
-            if old.size == 0:
-                # An empty segment below the new base is useless (follower gap): replace it.
-                self._segments.pop()
-                self._bases.pop()
-                remove_files(self._fs, old.mark_deleted())
-            self._segments.append(new)
-            self._bases.append(new_base)
-            ps = self.producer_state
             ps.update_map_end_offset(new_base)
             ps.take_snapshot()
+            old.on_become_inactive()
         except OSError as exc:
-            self.offline = True
-            raise KafkaStorageError(f"rolling a segment in {self.dir} failed: {exc}") from exc
+            ps.map_end_offset = saved_end
+            if new is not None:
+                paths = [new.log_path, new.index.path, new.time_index.path]
+                new.close_without_writing()
+                remove_files(self._fs, paths)
+                remove_files(self._fs, [ps.snapshot_path(new_base)])
+            self._health.failed(self._log_dir, f"rolling a segment in {self.dir}", exc)
+            raise KafkaStorageError(
+                f"rolling a new segment in {self.dir} failed: {exc}; the append was not "
+                f"acknowledged") from exc
+        if old.size == 0:
+            # An empty segment below the new base is useless (follower gap): replace it.
+            self._segments.pop()
+            self._bases.pop()
+            try:
+                remove_files(self._fs, old.mark_deleted())
+            except OSError:
+                pass  # an empty file left behind loads as an empty segment; harmless
+        self._segments.append(new)
+        self._bases.append(new_base)
+        new.adopt(self._lock)
         # Kafka flushes rolled segments in the background; flush_due() does it here.
         self._roll_flush_upto = new_base
         return new

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import KafkaStorageError, OffsetOutOfRange
-from .fs import FileSystem
+from .fs import FileSystem, fsync_handles, remove_files
 from .producer_state import ProducerStateManager, parse_end_txn_marker
 from .retention import (
     Predicate,
@@ -23,7 +23,7 @@ from .retention import (
     retention_ms_breached,
     retention_size_breached,
 )
-from .segment import Segment, fsync_handles, remove_files
+from .segment import Segment
 
 
 class LogMaintenance:
@@ -115,6 +115,7 @@ class LogMaintenance:
                 self._fs.ftruncate(new.fd, 0)
                 new.size = 0
             new.open_for_append()
+            new.adopt(self._lock)
         except OSError as exc:
             self.offline = True
             raise KafkaStorageError(f"truncating {self.dir} failed: {exc}") from exc
@@ -226,6 +227,15 @@ class LogMaintenance:
         now = self._time_ms() if now_ms is None else now_ms
         self._pending_deletes.append((now + self.config.file_delete_delay_ms, paths))
 
+    @property
+    def has_pending_deletes(self) -> bool:
+        """Whether files renamed ``.deleted`` wait for their ``file.delete.delay.ms``."""
+        return bool(self._pending_deletes)
+
+    def deletion_due(self, now_ms: int) -> bool:
+        """Whether some ``.deleted`` files are due for removal at ``now_ms``."""
+        return any(due <= now_ms for due, _paths in list(self._pending_deletes))
+
     def remove_deleted_files(self, now_ms: int | None = None, *, force: bool = False) -> int:
         """Remove ``.deleted`` files whose delay has passed; returns files removed."""
         with self._lock:
@@ -258,12 +268,19 @@ class LogMaintenance:
             fds: list[int] = []
             paths: list[str] = []
             i = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-            for seg in self._segments[i:]:
-                if seg.base_offset >= target:
-                    break
-                f, p = seg.flush_handles()
-                fds += f
-                paths += p
+            try:
+                for seg in self._segments[i:]:
+                    if seg.base_offset >= target:
+                        break
+                    f, p = seg.flush_handles()
+                    fds += f
+                    paths += p
+            except OSError as exc:
+                # Writing pending index entries failed (a full disk): they stay in memory
+                # and the next flush tries again; nothing was lost, the log stays online.
+                for fd in fds:
+                    self._fs.close(fd)
+                raise KafkaStorageError(f"flushing {self.dir} failed: {exc}") from exc
             generation = self._generation
         try:
             fsync_handles(self._fs, fds, paths)
@@ -297,27 +314,33 @@ class LogMaintenance:
 
     # -- closing -----------------------------------------------------------------------
     def close(self) -> None:
-        """Clean close: snapshot producer state at the log end and close every file."""
+        """Clean close: snapshot producer state at the log end and close every file. Every
+        file is closed even if a write fails (a full disk); the first failure is raised then,
+        and the log is not clean (the next start recovers it)."""
         with self._lock:
+            failure: OSError | None = None
             if not self.offline:
                 ps = self.producer_state
                 ps.update_map_end_offset(self.log_end_offset)
-                ps.take_snapshot(sync=True)
+                try:
+                    ps.take_snapshot(sync=True)
+                except OSError as exc:
+                    failure = exc
             for seg in self._segments:
-                seg.close()
+                try:
+                    seg.close()
+                except OSError as exc:
+                    seg.close_without_writing()
+                    failure = failure or exc
             self.offline = True  # closed: nothing may use it any more
+            if failure is not None:
+                raise failure
 
     def close_handles(self) -> None:
         """Close file descriptors without writing anything (crash simulation, dead disk)."""
         with self._lock:
             for seg in self._segments:
-                for idx in (seg.index, seg.time_index):
-                    if idx.fd is not None:
-                        fd, idx.fd = idx.fd, None
-                        self._fs.close(fd)
-                if seg.fd >= 0:
-                    fd, seg.fd = seg.fd, -1
-                    self._fs.close(fd)
+                seg.close_without_writing()
             self.offline = True
 
     # -- cleaner hand-off ----------------------------------------------------------------
@@ -332,4 +355,5 @@ class LogMaintenance:
         self._segments[first:first + len(old)] = [new]
         self._bases = [s.base_offset for s in self._segments]
         self._generation += 1
+        new.adopt(self._lock)
 

@@ -15,6 +15,7 @@ clean shutdown and the next start. Deleted logs are renamed to
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -31,8 +32,10 @@ from .checkpoints import (
 )
 from .cleaner import CleanResult, clean_log, dirty_ratio
 from .config import LogConfig
-from .errors import KafkaStorageError
+from .errors import KafkaStorageError, LogDirError
 from .fs import DEFAULT_FS, FileSystem
+from .handles import HANDLE_POOL, open_descriptors, open_file_limit, reserve
+from .health import DISK_HEALTH, DiskHealth, advice
 from .loader import LoadStats, load_log
 from .log import Log, wall_clock_ms
 from .names import (
@@ -48,6 +51,23 @@ from .names import (
 )
 
 log = logging.getLogger(__name__)
+
+_CHECKPOINTS_SAFE_TO_RESET = frozenset({RECOVERY_POINT_CHECKPOINT, CLEANER_OFFSET_CHECKPOINT})
+# What a user may do about a malformed checkpoint file, and what it costs.
+_CHECKPOINT_FIX = {
+    RECOVERY_POINT_CHECKPOINT:
+        "Every partition of the dir is recovered (CRC-checked) from its first segment: a "
+        "slower start, no data lost.",
+    LOG_START_OFFSET_CHECKPOINT:
+        "Fix that line ('topic partition offset'). Deleting the line (or the file) makes the "
+        "partition start at its oldest segment again, so records removed by DeleteRecords or "
+        "retention within that segment become readable again.",
+    REPLICATION_OFFSET_CHECKPOINT:
+        "Fix that line ('topic partition offset') or delete it; a partition without an entry "
+        "recomputes its high watermark from its replicas.",
+    CLEANER_OFFSET_CHECKPOINT:
+        "Compacted partitions are cleaned again from their start: more work, no data lost.",
+}
 
 TopicPartition = tuple[str, int]
 ConfigSource = Callable[[str], "LogConfig | Mapping[str, object] | None"]
@@ -82,6 +102,7 @@ class LogManager:
         self._cleaner_offsets: dict[TopicPartition, int] = {}
         self._tombstone_horizons: dict[TopicPartition, int] = {}
         self._cleaner_lock = threading.Lock()
+        self.health: DiskHealth = DISK_HEALTH
 
     # -- config ------------------------------------------------------------------------
     def config_for(self, topic: str) -> LogConfig:
@@ -162,12 +183,32 @@ class LogManager:
         return total
 
     def _read_checkpoint(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+        """One offset checkpoint of a log dir.
+
+        A malformed file is never dropped silently. If ignoring it only costs work (the
+        recovery point: every segment is CRC-checked; cleaner offsets: compacted logs are
+        cleaned again) it is logged as an error naming the line, and the start goes on, as
+        Kafka does. If ignoring it could change what clients read (log start offsets: deleted
+        records would come back; high watermarks) the start stops, as Kafka's CheckpointFile
+        does when it throws and takes the log dir offline.
+        """
+        path = os.path.join(log_dir, name)
         try:
-            return read_offset_checkpoint(self._fs, os.path.join(log_dir, name))
-        except (MalformedCheckpoint, OSError) as exc:
-            # Kafka resets to "recover everything" rather than refusing to start.
-            log.warning("ignoring unreadable checkpoint %s: %s", name, exc)
-            return {}
+            return read_offset_checkpoint(self._fs, path)
+        except MalformedCheckpoint as exc:
+            if name in _CHECKPOINTS_SAFE_TO_RESET:
+                log.error("%s. Ignoring the whole file: %s The next checkpoint (within "
+                          "seconds) rewrites it.", exc, _CHECKPOINT_FIX[name])
+                return {}
+            raise LogDirError(
+                f"Cannot load the logs in {log_dir}: {exc}. {_CHECKPOINT_FIX[name]} "
+                f"The broker stops here rather than guess; nothing was changed on disk."
+            ) from exc
+        except OSError as exc:
+            raise LogDirError(
+                f"Cannot read the checkpoint file {path}: {exc.strerror or exc}. Check the "
+                f"file's permissions and the disk.", exc.errno
+            ) from exc
 
     # -- logs --------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -192,7 +233,8 @@ class LogManager:
         """The log of a partition, created empty in the emptiest log dir if it is new.
 
         With ``sync=False`` the new directory entries are not fsynced here; the caller does
-        it once for many logs (:meth:`create_logs`).
+        it once for many logs (:meth:`create_logs`). A log that cannot be created leaves
+        nothing behind and raises :class:`KafkaStorageError` naming the dir and the cause.
         """
         tp = (topic, partition)
         with self._lock:
@@ -207,26 +249,106 @@ class LogManager:
                 cfg = self.config_for(topic).updated(config)
             log_dir = self._pick_dir()
             path = os.path.join(log_dir, partition_dir_name(topic, partition))
-            lg = load_log(path, cfg, topic=topic, partition=partition, fs=self._fs,
-                          time_ms=self._time_ms, rng=self._rng)
-            if topic_id is not None:
-                write_partition_metadata(self._fs, path, topic_id, sync=sync)
-            if sync:
-                self._fs.fsync_dir(log_dir)
+            was_there = self._fs.exists(path)
+            try:
+                lg = load_log(path, cfg, topic=topic, partition=partition, fs=self._fs,
+                              time_ms=self._time_ms, rng=self._rng)
+                try:
+                    if topic_id is not None:
+                        write_partition_metadata(self._fs, path, topic_id, sync=sync)
+                    if sync:
+                        self._fs.fsync_dir(log_dir)
+                except BaseException:
+                    lg.close_handles()
+                    raise
+            except OSError as exc:
+                if not was_there:
+                    self._fs.rmtree(path)
+                self.health.failed(log_dir, f"creating {path}", exc)
+                raise KafkaStorageError(
+                    f"Cannot create the log of {topic}-{partition} in {log_dir}: "
+                    f"{exc.strerror or exc}. {advice(exc)}") from exc
             self._logs[tp] = lg
             self._dir_of[tp] = log_dir
+            if self.health.failing:
+                self.health.succeeded(log_dir)
             return lg
 
-    def create_logs(self, specs: Sequence[tuple[str, int, LogConfig | None, str | None]]
-                    ) -> list[Log]:
+    def create_logs(self, specs: Sequence[tuple[str, int, LogConfig | None, str | None]], *,
+                    atomic: bool = False) -> list[Log]:
         """Open or create many logs ``(topic, partition, config, topic_id)`` with one fsync per
         log dir instead of three per log: a 50-partition topic is created in tens of
         milliseconds, not a second. A crash before the fsync loses at most empty new logs,
-        which the broker recreates from the metadata log."""
-        logs = [self.get_or_create_log(t, p, c, topic_id=i, sync=False) for t, p, c, i in specs]
-        for log_dir in {self._dir_of[(lg.topic, lg.partition)] for lg in logs}:
-            self._fs.fsync_dir(log_dir)
+        which the broker recreates from the metadata log.
+
+        Refuses (:class:`KafkaStorageError`, nothing created) when the new logs would leave
+        too few file descriptors (:meth:`check_descriptors`). With ``atomic`` a failure
+        removes the logs this call created, so either all exist afterwards or none."""
+        with self._lock:
+            new = sum(1 for t, p, _c, _i in specs if (t, p) not in self._logs)
+        self.check_descriptors(new)
+        logs: list[Log] = []
+        created: list[Log] = []
+        try:
+            for t, p, c, i in specs:
+                existed = (t, p) in self._logs
+                lg = self.get_or_create_log(t, p, c, topic_id=i, sync=False)
+                logs.append(lg)
+                if not existed:
+                    created.append(lg)
+            for log_dir in {self._dir_of[(lg.topic, lg.partition)] for lg in logs}:
+                try:
+                    self._fs.fsync_dir(log_dir)
+                except OSError as exc:
+                    self.health.failed(log_dir, f"syncing {log_dir}", exc)
+                    raise KafkaStorageError(
+                        f"Cannot sync the log dir {log_dir}: {exc.strerror or exc}. "
+                        f"{advice(exc)}") from exc
+        except KafkaStorageError:
+            if atomic:
+                self.discard_logs(created)
+            raise
         return logs
+
+    def discard_logs(self, logs: Sequence[Log]) -> None:
+        """Close and remove at once logs just created that must not exist after all (their
+        creation was part of a change that failed). Best effort: what cannot be removed is a
+        stray log, deleted at the next start."""
+        for lg in logs:
+            tp = (lg.topic, lg.partition)
+            with self._lock:
+                if self._logs.get(tp) is not lg:
+                    continue
+                del self._logs[tp]
+                self._dir_of.pop(tp, None)
+            lg.close_handles()
+            self._fs.rmtree(lg.dir)
+
+    def check_descriptors(self, new_logs: int) -> None:
+        """Raise :class:`KafkaStorageError` if ``new_logs`` more partitions (one descriptor
+        each) would leave fewer than the reserve of file descriptors free, counting the pool
+        of older segments as full. Topic creation fails cleanly here instead of half-way with
+        ``Too many open files``."""
+        if new_logs <= 0:
+            return
+        soft, _hard = open_file_limit()
+        in_use = open_descriptors()
+        keep = reserve(soft)
+        pool = HANDLE_POOL.capacity
+        if in_use is None:
+            raise KafkaStorageError(
+                f"Cannot create {new_logs} partition log(s): the broker has no file descriptor "
+                f"left (RLIMIT_NOFILE soft limit {soft}). {advice(OSError(errno.EMFILE, ''))}")
+        need = in_use - len(HANDLE_POOL) + pool + keep + new_logs
+        if need > soft:
+            room = max(soft - (in_use - len(HANDLE_POOL) + pool + keep), 0)
+            raise KafkaStorageError(
+                f"Cannot create {new_logs} partition log(s): each needs a file descriptor, and "
+                f"room is left for about {room}. The broker has {in_use} open, keeps up to "
+                f"{pool} for older segments and {keep} free for connections, and its open-file "
+                f"limit (RLIMIT_NOFILE) is {soft}. Raise the limit (ulimit -n, LimitNOFILE= in "
+                f"a systemd unit, --ulimit nofile= for Docker) and restart the broker, or "
+                f"create fewer partitions. Nothing was created.")
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Close the log, rename its dir to ``...-delete`` and remove it after
@@ -270,13 +392,22 @@ class LogManager:
         """Remove ``.deleted`` segment files and ``-delete`` dirs whose delay has passed."""
         now = self._time_ms() if now_ms is None else now_ms
         for lg in self.all_logs():
-            lg.remove_deleted_files(now, force=force)
+            if force or lg.has_pending_deletes:
+                lg.remove_deleted_files(now, force=force)
         with self._lock:
             due = [p for t, p in self._pending_dir_deletes if force or t <= now]
             self._pending_dir_deletes = [(t, p) for t, p in self._pending_dir_deletes
                                          if not (force or t <= now)]
         for path in due:
             self._fs.rmtree(path)
+
+    def deletions_due(self, now_ms: int | None = None) -> bool:
+        """Whether a deleted log dir or segment file waits for removal and its
+        ``file.delete.delay.ms`` has passed (cheap: the broker asks every second)."""
+        now = self._time_ms() if now_ms is None else now_ms
+        if any(due <= now for due, _path in list(self._pending_dir_deletes)):
+            return True
+        return any(lg.deletion_due(now) for lg in self.all_logs() if lg.has_pending_deletes)
 
     def flush_due(self, now_ms: int | None = None) -> int:
         """Flush logs whose ``flush.ms`` passed or that rolled a segment; returns how many."""
@@ -285,8 +416,11 @@ class LogManager:
         for lg in self.all_logs():
             try:
                 flushed += lg.flush_due(now)
-            except KafkaStorageError:
-                log.exception("flush failed for %s", lg)
+            except KafkaStorageError as exc:
+                # Logged once per dir while it lasts, not a traceback per log per second.
+                log_dir = self._dir_of.get((lg.topic, lg.partition))
+                if log_dir is not None:
+                    self.health.failed(log_dir, f"flushing {lg.dir}", exc.__cause__ or exc)
         return flushed
 
     def clean_logs(self, now_ms: int | None = None, *, force: bool = False
@@ -344,7 +478,12 @@ class LogManager:
             for tp, lg in self._logs.items():
                 by_dir[self._dir_of[tp]].append((tp, lg))
         for log_dir, items in by_dir.items():
-            self._write_checkpoints(log_dir, items)
+            try:
+                self._write_checkpoints(log_dir, items)
+            except OSError as exc:
+                # Logged once per dir (not a traceback every 5 s while a disk is full); the
+                # previous checkpoint stays in place, and the next attempt retries.
+                self.health.failed(log_dir, f"writing the checkpoint files of {log_dir}", exc)
 
     def _write_checkpoints(self, log_dir: str, items: list[tuple[TopicPartition, Log]]) -> None:
         write_offset_checkpoint(self._fs, os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT),
@@ -365,22 +504,29 @@ class LogManager:
                 if lg.offline:
                     raise KafkaStorageError(f"{lg} is offline")
                 lg.flush()
-            except KafkaStorageError:
+            except KafkaStorageError as exc:
                 failed_dirs.add(self._dir_of[tp])
-                log.exception("flush at shutdown failed for %s", lg)
+                log.error("flush at shutdown failed for %s: %s", lg, exc.message)
         by_dir: dict[str, list[tuple[TopicPartition, Log]]] = {d: [] for d in self.log_dirs}
         for tp, lg in items:
             by_dir[self._dir_of[tp]].append((tp, lg))
         for tp, lg in items:
             try:
                 lg.close()
-            except (OSError, KafkaStorageError):
+            except (OSError, KafkaStorageError) as exc:
                 failed_dirs.add(self._dir_of[tp])
-                log.exception("close failed for %s", lg)
+                self.health.failed(self._dir_of[tp], f"closing {lg.dir}", exc)
         for log_dir, dir_items in by_dir.items():
-            self._write_checkpoints(log_dir, dir_items)
-            if log_dir not in failed_dirs:
-                write_clean_shutdown_marker(self._fs, log_dir, broker_epoch)
+            try:
+                self._write_checkpoints(log_dir, dir_items)
+                if log_dir not in failed_dirs:
+                    write_clean_shutdown_marker(self._fs, log_dir, broker_epoch)
+            except OSError as exc:
+                # No marker: the next start recovers this dir's logs, which is what an
+                # unfinished shutdown needs.
+                self.health.failed(log_dir, f"writing the checkpoints of {log_dir}", exc)
+                log.error("shutdown of log dir %s is not clean (%s): the next start recovers "
+                          "its logs", log_dir, exc)
         self.remove_deleted(force=False)
         with self._lock:
             self._logs.clear()

@@ -29,7 +29,7 @@ CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 META_PROPERTIES = "meta.properties"
 
-_DELETE_DIR = re.compile(r"^(.+)-(\d+)\.([0-9a-f]{32})-delete$")
+_DELETE_DIR = re.compile(r"(.+)-(\d+)\.([0-9a-f]{32})-delete")
 _MAX_NAME = 255
 
 
@@ -68,4 +68,4 @@ def delete_dir_name(topic: str, partition: int) -> str:
 
 
 def is_delete_dir(name: str) -> bool:
-    return bool(_DELETE_DIR.match(name)) or name.endswith(DELETE_DIR_SUFFIX)
+    return bool(_DELETE_DIR.fullmatch(name)) or name.endswith(DELETE_DIR_SUFFIX)

@@ -11,6 +11,12 @@ readable through it), and a segment never shrinks a file that may still be mappe
 copies the kept prefix into a new file instead (:meth:`Segment._shrink`), because touching
 a mapped page past the end of a file is SIGBUS.
 
+Only the active segment keeps its ``.log`` descriptor open for good; an older segment opens
+it on demand, and the shared :data:`moldau.storage.handles.HANDLE_POOL` closes the least
+recently used ones (see :mod:`moldau.storage.handles`). Every use of :attr:`Segment.fd` by a
+segment a log owns happens under that log's lock (``owner_lock``), which is what lets the pool
+close it safely.
+
 Not thread-safe by itself: the owning :class:`moldau.storage.log.Log` serialises access.
 """
 
@@ -27,7 +33,8 @@ from moldau.protocol.records.codec import decode_batch
 
 from .config import LogConfig
 from .errors import CorruptIndex
-from .fs import READ_ONLY, RW_CREATE, FileSystem
+from .fs import RW_CREATE, RW_EXISTING, FileSystem, fsync_handles
+from .handles import HANDLE_POOL, HandlePool
 from .index import OffsetIndex, TimeIndex
 from .names import (
     DELETED_SUFFIX,
@@ -58,10 +65,10 @@ class Segment:
     """A ``.log`` file with its indexes and the in-memory facts the log needs about it."""
 
     __slots__ = (
-        "_fs", "_map", "_map_len", "base_offset", "bytes_since_index", "created_ms", "dir", "fd",
-        "index", "index_interval", "log_path", "max_timestamp", "next_offset",
-        "offset_of_max_timestamp", "roll_jitter_ms", "rolling_ts", "size", "suffix", "tail_last",
-        "tail_pos", "time_index",
+        "_closed", "_fd", "_fs", "_map", "_map_len", "_pool", "base_offset",
+        "bytes_since_index", "created_ms", "dir", "index", "index_interval", "log_path",
+        "max_timestamp", "next_offset", "offset_of_max_timestamp", "owner_lock",
+        "roll_jitter_ms", "rolling_ts", "size", "suffix", "tail_last", "tail_pos", "time_index",
     )
 
     def __init__(self, directory: str, base_offset: int, fs: FileSystem, config: LogConfig,
@@ -71,8 +78,13 @@ class Segment:
         self._fs = fs
         self.suffix = suffix
         self.log_path = segment_file(directory, base_offset, LOG_SUFFIX, suffix)
-        self.fd = fs.open(self.log_path, RW_CREATE)
-        self.size = fs.fsize(self.fd)
+        self._closed = False
+        self._pool: HandlePool | None = None
+        # The lock of the log that owns this segment; None until a log adopts it (while it
+        # is loaded or written by the cleaner), and only then may the pool close its fd.
+        self.owner_lock: object | None = None
+        self._fd = fs.open(self.log_path, RW_CREATE)
+        self.size = fs.fsize(self._fd)
         self.index = OffsetIndex(segment_file(directory, base_offset, INDEX_SUFFIX, suffix),
                                  base_offset, config.max_index_entries, fs)
         self.time_index = TimeIndex(segment_file(directory, base_offset, TIME_INDEX_SUFFIX,
@@ -98,24 +110,70 @@ class Segment:
         return (f"Segment(base={self.base_offset}, size={self.size}, next={self.next_offset}, "
                 f"max_ts={self.max_timestamp})")
 
+    # -- descriptor ----------------------------------------------------------------------
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file's descriptor, reopened if the pool closed it; -1 once closed."""
+        fd = self._fd
+        if fd >= 0:
+            if self._pool is not None and not self.active:
+                self._pool.touch(self)
+            return fd
+        if self._closed:
+            return -1
+        fd = self._fs.open(self.log_path, RW_EXISTING)
+        self._fd = fd
+        if self._pool is not None and not self.active:
+            self._pool.opened(self)
+        return fd
+
+    def adopt(self, owner_lock: object, pool: HandlePool = HANDLE_POOL) -> None:
+        """Owned by a log from now on (its lock guards every use of :attr:`fd`); an inactive
+        segment's descriptor goes to ``pool``."""
+        self.owner_lock = owner_lock
+        self._pool = pool
+        if self._fd >= 0 and not self.active:
+            pool.opened(self)
+
+    def release_handles(self) -> None:
+        """Close the descriptor and the memory map (reopened on the next use). For the pool,
+        under the owner's lock; an active segment keeps them."""
+        if self.active:
+            return
+        self._unmap()
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            self._fs.close(fd)
+
     # -- lifecycle ---------------------------------------------------------------------
     @property
     def active(self) -> bool:
-        return self.index.fd is not None
+        return self.index.appendable
 
     def open_for_append(self) -> None:
-        """Make this the active segment: index files open for appending."""
+        """Make this the active segment: index files accept entries; keeps its fd open."""
+        if self._pool is not None:
+            self._pool.forget(self)
+        self.fd  # noqa: B018 - reopened if the pool had closed it
         self.index.open_for_append()
         self.time_index.open_for_append()
 
     def on_become_inactive(self) -> None:
-        """Record the final max timestamp in the time index (as Kafka does) and close indexes."""
+        """Record the final max timestamp in the time index (as Kafka does) and write the
+        indexes; the descriptor joins the pool. Raises ``OSError`` (the segment then stays
+        active)."""
         self.forget_tail()
         if not self.active:
             self.time_index.open_for_append()
         self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        self.index.sync()
+        self.time_index.sync()
         self.index.close()
         self.time_index.close()
+        # Tail reads of the active segment mapped it; an old segment maps again on demand.
+        self._unmap()
+        if self._pool is not None and self._fd >= 0:
+            self._pool.opened(self)
 
     def update_config(self, config: LogConfig) -> None:
         self.index_interval = config.index_interval_bytes
@@ -123,12 +181,26 @@ class Segment:
         self.time_index.max_entries = config.max_time_index_entries
 
     def close(self) -> None:
+        """Write pending index entries and close every handle for good."""
         if self.active:
             self.on_become_inactive()
+        self._close_handles()
+
+    def _close_handles(self) -> None:
+        self._closed = True
+        if self._pool is not None:
+            self._pool.forget(self)
+        self.index.appendable = False
+        self.time_index.appendable = False
         self._unmap()
-        if self.fd >= 0:
-            fd, self.fd = self.fd, -1
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
             self._fs.close(fd)
+
+    def close_without_writing(self) -> None:
+        """Close every handle, dropping index entries not yet written (a crash, a dead disk,
+        or a segment about to be deleted)."""
+        self._close_handles()
 
     def file_paths(self) -> list[str]:
         names = [self.log_path, self.index.path, self.time_index.path,
@@ -147,24 +219,24 @@ class Segment:
                                             new_suffix)
 
     def mark_deleted(self) -> list[str]:
-        """Close and rename the files to ``.deleted``; returns the new paths to remove later."""
-        self.index.close()
-        self.time_index.close()
-        self.close()
+        """Close and rename the files to ``.deleted``; returns the new paths to remove later.
+        Nothing is written (retention must work on a full disk)."""
+        self.close_without_writing()
         self.rename_suffix(self.suffix + DELETED_SUFFIX)
         return self.file_paths()
 
     def flush_handles(self) -> tuple[list[int], list[str]]:
         """Duplicated fds (caller closes them) and paths to fsync, taken under the log lock
-        so a flush in another thread never touches an fd the log may close meanwhile."""
-        fds = [self._fs.dup(self.fd)]
-        paths: list[str] = []
+        so a flush in another thread never touches an fd the log may close meanwhile. Pending
+        index entries of the active segment are written here."""
+        paths = [self.index.path, self.time_index.path]
+        if not self.active:
+            # An older segment no longer changes: fsync it by path, one descriptor at a time
+            # (a flush after many rolls must not hold one descriptor per segment at once).
+            return [], [self.log_path, *paths]
         for idx in (self.index, self.time_index):
-            if idx.fd is not None:
-                fds.append(self._fs.dup(idx.fd))
-            else:
-                paths.append(idx.path)
-        return fds, paths
+            idx.sync()
+        return [self._fs.dup(self.fd)], paths
 
     # -- appending ---------------------------------------------------------------------
     def append(self, data: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
@@ -354,7 +426,7 @@ class Segment:
         except BaseException:
             self._fs.close(new_fd)
             raise
-        old, self.fd = self.fd, new_fd
+        old, self._fd = self._fd, new_fd
         self._fs.close(old)
 
     def _trim_to_batches(self, data: bytes | memoryview, pos: int) -> memoryview:
@@ -443,8 +515,8 @@ class Segment:
         """
         was_active = self.active
         self.forget_tail()
-        self.index.close()
-        self.time_index.close()
+        self.index.appendable = False
+        self.time_index.appendable = False
         self.index.rel = type(self.index.rel)("i")
         self.index.positions = type(self.index.positions)("i")
         self.time_index.timestamps = type(self.time_index.timestamps)("q")
@@ -475,6 +547,8 @@ class Segment:
         self._fs.write_file_atomic(self.index.path, self.index.write_all_entries(), sync=False)
         self._fs.write_file_atomic(self.time_index.path, self.time_index.write_all_entries(),
                                    sync=False)
+        self.index.mark_persisted()
+        self.time_index.mark_persisted()
         self.next_offset = scanner.next_offset if scanner.next_offset is not None \
             else self.base_offset
         self.max_timestamp, self.offset_of_max_timestamp = max_ts, off_max
@@ -518,33 +592,6 @@ class Segment:
     def flush(self) -> None:
         fds, paths = self.flush_handles()
         fsync_handles(self._fs, fds, paths)
-
-
-def fsync_handles(fs: FileSystem, fds: list[int], paths: list[str]) -> None:
-    """fsync and close duplicated fds, and fsync files by path (missing files are skipped)."""
-    try:
-        for fd in fds:
-            fs.fsync(fd)
-    finally:
-        for fd in fds:
-            fs.close(fd)
-    for path in paths:
-        try:
-            fd = fs.open(path, READ_ONLY)
-        except FileNotFoundError:
-            continue
-        try:
-            fs.fsync(fd)
-        finally:
-            fs.close(fd)
-
-
-def remove_files(fs: FileSystem, paths: list[str]) -> None:
-    for path in paths:
-        try:
-            fs.remove(path)
-        except FileNotFoundError:
-            pass
 
 
 def segment_base_offsets(fs: FileSystem, directory: str) -> list[int]:

@@ -153,6 +153,7 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
         else:
             values[definition.name] = definition.default_value()
     config = BrokerConfig(values, set(raw) - set(unknown), unknown)
+    _check_log_dirs(raw, values)
     if values["node.id"] >= 0 and values["broker.id"] >= 0 and (
         values["node.id"] != values["broker.id"]
     ):
@@ -170,6 +171,22 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
         controller_listener_names=values["controller.listener.names"],
     )
     return config
+
+
+def _check_log_dirs(raw: Mapping[str, str], values: Mapping[str, Any]) -> None:
+    """An empty ``log.dirs`` (or ``log.dir`` without ``log.dirs``) is an error, as in Kafka
+    ("At least one log directory must be defined via log.dirs or log.dir."), never a silent
+    fall-back to the temporary directory."""
+    if "log.dirs" in raw and not values["log.dirs"]:
+        key = "log.dirs"
+    elif not values["log.dirs"] and not str(values["log.dir"] or "").strip():
+        key = "log.dir"
+    else:
+        return
+    raise ConfigError(
+        f"Invalid value {raw.get(key, '')!r} for configuration {key}: at least one log "
+        f"directory must be defined via log.dirs or log.dir. Set log.dirs to a "
+        f"comma-separated list of directories, e.g. log.dirs=/var/lib/moldau/data")
 
 
 def load_config(

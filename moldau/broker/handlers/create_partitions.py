@@ -6,8 +6,10 @@ the topic's replication factor, placed on the live brokers, or the request's ass
 per new partition, each with that many distinct registered brokers, else
 INVALID_REPLICA_ASSIGNMENT). Unknown topics answer UNKNOWN_TOPIC_OR_PARTITION, a topic named
 twice INVALID_REQUEST "Duplicate topic name.". ``validate_only`` checks without changing
-anything. The new PartitionRecords are committed to the metadata log; the replica manager
-creates their logs.
+anything. The new partitions' logs are created (all or none) before their PartitionRecords
+are committed to the metadata log in one batch; a batch over the 8 MiB metadata limit answers
+RECORD_LIST_TOO_LARGE (with ``validate_only`` too), logs that cannot be created (disk full, no
+file descriptor left) KAFKA_STORAGE_ERROR.
 
 Left out: ACL checks and controller mutation quotas (throttle time is always 0).
 """

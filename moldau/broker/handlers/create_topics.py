@@ -11,8 +11,12 @@ created by the broker itself when first needed; clients asking for them get INVA
 From v5 the answer carries the topic id, partition count, replication factor and the topic's
 effective configs with their sources (sorted by name, as Kafka's controller lists them);
 ``validate_only`` answers the same without creating anything (topic id all zeros).
-Creation is synchronous, so ``timeout`` never expires. The topics created are committed to
-the metadata log as one batch.
+Creation is synchronous, so ``timeout`` never expires. The logs of a topic's partitions are
+created before its records are committed (all or none), and a topic's records go to the
+metadata log in one batch; topics share batches up to the 8 MiB metadata batch limit. A topic
+whose records alone exceed it answers RECORD_LIST_TOO_LARGE (``validate_only`` too); one whose
+logs cannot be created (no disk space or file descriptor left) answers KAFKA_STORAGE_ERROR
+with the reason, and nothing of it is left behind.
 
 Left out: CreateTopicPolicy (POLICY_VIOLATION is used only for the partitions-per-request
 limit), controller mutation quotas (throttle time is always 0), ACL checks.

@@ -9,7 +9,10 @@ messages. With ``delete.topic.enable=false`` every topic answers TOPIC_DELETION_
 them.
 
 The deletions are one batch of RemoveTopicRecords in the metadata log; the replica manager
-removes the logs when it sees them. Deletion is synchronous, so ``timeout`` never expires.
+renames the logs to ``...-delete`` at once and they are removed from disk after
+``file.delete.delay.ms`` (60 s by default). Deletion is synchronous, so ``timeout`` never
+expires; if the metadata log cannot be written (disk full) every deletion answers
+KAFKA_STORAGE_ERROR.
 
 Left out: ACL checks, controller mutation quotas (throttle time is always 0), and Kafka's
 shuffling of the answer order (refused entries are answered first, then the deletions, each

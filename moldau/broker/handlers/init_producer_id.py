@@ -6,6 +6,9 @@ issued twice, across restarts too. A producer that sends its current id and epoc
 to recover from an error gets the same id with the epoch bumped, or a new id when the epoch
 would overflow.
 
+If a new block cannot be written (disk full), the answer is COORDINATOR_LOAD_IN_PROGRESS, what
+Kafka's producer id manager answers while it has no block: clients retry.
+
 Left out until the transactions work: transactional ids (answered COORDINATOR_NOT_AVAILABLE,
 which clients treat as "retry later").
 """
@@ -15,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
-from ...protocol.errors import ErrorCode
+from ...protocol.errors import ErrorCode, KafkaError
 from ..dispatch import RequestContext, handler
 
 MAX_EPOCH = 32767
@@ -32,5 +35,11 @@ def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return ctx.respond({"throttle_time": 0, "error_code": ErrorCode.none,
                             "producer_id": producer_id, "producer_epoch": epoch + 1})
+    try:
+        new_id = ctx.broker.next_producer_id()
+    except KafkaError:
+        return ctx.respond({"throttle_time": 0,
+                            "error_code": ErrorCode.coordinator_load_in_progress,
+                            "producer_id": -1, "producer_epoch": -1})
     return ctx.respond({"throttle_time": 0, "error_code": ErrorCode.none,
-                        "producer_id": ctx.broker.next_producer_id(), "producer_epoch": 0})
+                        "producer_id": new_id, "producer_epoch": 0})

@@ -7,8 +7,10 @@ endpoint on this listener answers LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILAB
 A null topic list (or an empty one at v0) means all topics. Unknown topics are created when
 ``auto.create.topics.enable`` is on and the request allows it (always below v4), with
 ``num.partitions`` and ``default.replication.factor``; creation is synchronous, so the answer
-already carries the new topic's partitions. Topics can be asked for by id (v10+); ids are
-stable, stored in the metadata log.
+already carries the new topic's partitions. A topic whose creation failed on this broker's
+storage (no disk space or file descriptor left) is answered LEADER_NOT_AVAILABLE, what Kafka
+answers while an auto-created topic is not ready: clients retry, and the broker's log says
+why. Topics can be asked for by id (v10+); ids are stable, stored in the metadata log.
 
 Authorized operations are reported as "everything" when asked for (no ACLs yet).
 Left out: ACL checks, and the topic-level ``error_code`` 13 of v13's top level stays NONE.
@@ -104,8 +106,9 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         and validate_topic_name(name) is None and allow_create
         and name not in INTERNAL_TOPICS
     ]
+    failed: dict[str, ErrorCode] = {}
     if to_create:
-        broker.auto_create_topics(to_create)
+        failed = broker.auto_create_topics(to_create)
     topics = []
     for name, topic_id in names:
         if name is None:
@@ -121,6 +124,8 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
             topics.append(topic_entry(image, name, ctx.listener, version, with_ops))
         elif validate_topic_name(name) is not None:
             topics.append(_error_entry(ErrorCode.invalid_topic_exception, name, None))
+        elif failed.get(name) == ErrorCode.kafka_storage_error:
+            topics.append(_error_entry(ErrorCode.leader_not_available, name, None))
         else:
             topics.append(_error_entry(ErrorCode.unknown_topic_or_partition, name, None))
     cluster_ops = (_CLUSTER_OPERATIONS

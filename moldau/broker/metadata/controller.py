@@ -21,7 +21,7 @@ from ..config.definitions import TOPIC_BY_NAME
 from ..config.kafka_dynamic import BROKER_DEFINITIONS
 from .configs import validate_broker_changes
 from .image import MetadataImage
-from .log import METADATA_TOPIC
+from .log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC
 from .records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -56,6 +56,11 @@ PRODUCER_ID_BLOCK = 1000
 # (MAX_RECORDS_PER_USER_OP); Moldau limits the partitions one request may create likewise, so a
 # client asking for a billion partitions gets an error instead of exhausting the broker.
 MAX_PARTITIONS_PER_REQUEST = 10_000
+# Bytes a record adds to a batch beyond its value (length, attributes, deltas, key and value
+# lengths, header count: varints, at most this much for a batch of < 2^21 records), and the
+# batch header.
+_RECORD_OVERHEAD = 24
+_BATCH_OVERHEAD = 61
 
 
 class MetadataStore(Protocol):
@@ -86,6 +91,15 @@ class TopicResult:
 
 
 Listener = Callable[[MetadataImage, Sequence[MetadataRecord]], None]
+# Called with the records about to be committed, before they are written; makes what they
+# need exist (the local logs of new partitions) or raises KafkaError to refuse them, and
+# returns how to undo that if the write then fails.
+Preparer = Callable[[MetadataImage, Sequence[MetadataRecord]], Callable[[], None]]
+
+
+def batch_size(records: Sequence[MetadataRecord]) -> int:
+    """An upper bound of the size of the metadata batch holding ``records``."""
+    return _BATCH_OVERHEAD + sum(len(r.encode()) + _RECORD_OVERHEAD for r in records)
 
 
 class Controller:
@@ -98,24 +112,62 @@ class Controller:
         *,
         default_partitions: Callable[[], int],
         default_replication_factor: Callable[[], int],
+        max_batch_bytes: int = METADATA_MAX_BATCH_BYTES,
     ) -> None:
         self.image = image
         self.store = store
         self.listeners: list[Listener] = []
+        self.preparers: list[Preparer] = []
+        self.max_batch_bytes = max_batch_bytes
         self._default_partitions = default_partitions
         self._default_rf = default_replication_factor
 
     # --- plumbing ----------------------------------------------------------------------
     def commit(self, records: Sequence[MetadataRecord]) -> None:
-        """Make ``records`` durable, replay them, and tell listeners."""
+        """Prepare for ``records`` (preparers), make them durable as one batch, replay them,
+        and tell listeners. Raises :class:`KafkaError` (nothing changed) if the batch is too
+        large, a preparer refuses, or the write fails."""
         if not records:
             return
-        offset = self.store.append(records)
+        self._check_size(records)
+        undo: list[Callable[[], None]] = []
+        try:
+            for prepare in self.preparers:
+                undo.append(prepare(self.image, records))
+            offset = self.store.append(records)
+        except BaseException:
+            for step in reversed(undo):
+                step()
+            raise
         first = offset - len(records) + 1
         for i, record in enumerate(records):
             self.image.replay(record, first + i)
         for listener in self.listeners:
-            listener(self.image, records)
+            try:
+                listener(self.image, records)
+            except Exception:
+                # The change is committed; a listener that fails (e.g. a disk error while a
+                # replica applies it) must not turn it into an error for the client.
+                log.exception("a metadata listener failed on %d committed records",
+                              len(records))
+
+    def _check_size(self, records: Sequence[MetadataRecord], what: str = "this change"
+                    ) -> None:
+        size = batch_size(records)
+        if size > self.max_batch_bytes:
+            raise KafkaError(
+                ErrorCode.record_list_too_large,
+                f"The metadata records of {what} take {size} bytes, more than the "
+                f"{self.max_batch_bytes} bytes one metadata batch may hold; split it into "
+                f"smaller requests (fewer partitions, or smaller config values)")
+
+    def _try_commit(self, records: Sequence[MetadataRecord]) -> Problem:
+        """:meth:`commit`, with a refusal returned as a Problem instead of raised."""
+        try:
+            self.commit(records)
+        except KafkaError as exc:
+            return exc.code, exc.message
+        return None
 
     def _assign_replicas(self, partitions: Iterable[int], factor: int) -> dict[int, list[int]]:
         brokers = [b.broker_id for b in self.image.live_brokers()]
@@ -131,10 +183,12 @@ class Controller:
     ) -> list[TopicResult]:
         """Create topics; each result says whether (and why not) its topic was created.
 
-        Topics are independent: one that fails validation does not stop the others. All
-        records of the request are committed as one batch."""
+        Topics are independent: one that fails validation does not stop the others. A topic's
+        records are committed in one batch, and topics share batches up to the metadata batch
+        limit; a topic whose records alone exceed it is refused (RECORD_LIST_TOO_LARGE), with
+        ``validate_only`` too, so validation answers what creation would."""
         results: list[TopicResult] = []
-        records: list[MetadataRecord] = []
+        groups: list[tuple[TopicResult, list[MetadataRecord], int]] = []
         pending: set[str] = set()
         live = len(self.image.live_brokers())
         budget = MAX_PARTITIONS_PER_REQUEST
@@ -148,26 +202,44 @@ class Controller:
                            f"{MAX_PARTITIONS_PER_REQUEST} partitions per request "
                            f"({budget} left); create the topic with fewer partitions and add "
                            f"more with CreatePartitions")
+            records: list[MetadataRecord] = []
+            if problem is None:
+                records = self._topic_records(spec, uuid.uuid4(), num_partitions, factor)
+                size = batch_size(records)
+                if size > self.max_batch_bytes:
+                    problem = (ErrorCode.record_list_too_large,
+                               f"The metadata records of topic '{spec.name}' take {size} "
+                               f"bytes, more than the {self.max_batch_bytes} bytes one "
+                               f"metadata batch may hold; use fewer partitions or smaller "
+                               f"config values")
             if problem is not None:
                 result.error, result.message = problem
                 continue
             budget -= num_partitions
             result.num_partitions, result.replication_factor = num_partitions, factor
             pending.add(spec.name)
-            if validate_only:
-                continue
-            topic_id = uuid.uuid4()
-            result.topic_id = topic_id
-            records.append(TopicRecord(spec.name, topic_id))
-            for key, value in spec.configs.items():
-                records.append(ConfigRecord(TOPIC_RESOURCE, spec.name, key, value))
-            assignment = spec.assignments or self._assign_replicas(range(num_partitions), factor)
-            for p in range(num_partitions):
-                replicas = list(assignment[p])
-                records.append(PartitionRecord(topic_id, p, replicas, list(replicas),
-                                               replicas[0]))
-        self.commit(records)
+            groups.append((result, records, batch_size(records)))
+        if not validate_only:
+            for chunk in _chunks(groups, self.max_batch_bytes):
+                problem = self._try_commit([r for _res, recs, _n in chunk for r in recs])
+                for result, recs, _n in chunk:
+                    if problem is None:
+                        result.topic_id = recs[0].topic_id  # type: ignore[attr-defined]
+                    else:
+                        result.error, result.message = problem
+                        result.num_partitions = result.replication_factor = -1
         return results
+
+    def _topic_records(self, spec: TopicSpec, topic_id: uuid.UUID, num_partitions: int,
+                       factor: int) -> list[MetadataRecord]:
+        records: list[MetadataRecord] = [TopicRecord(spec.name, topic_id)]
+        for key, value in spec.configs.items():
+            records.append(ConfigRecord(TOPIC_RESOURCE, spec.name, key, value))
+        assignment = spec.assignments or self._assign_replicas(range(num_partitions), factor)
+        for p in range(num_partitions):
+            replicas = list(assignment[p])
+            records.append(PartitionRecord(topic_id, p, replicas, list(replicas), replicas[0]))
+        return records
 
     def _check_topic(self, spec: TopicSpec, pending: set[str], live: int
                      ) -> tuple[Problem, int, int]:
@@ -217,7 +289,11 @@ class Controller:
                 continue
             records.append(RemoveTopicRecord(topic.topic_id))
             results[name] = (ErrorCode.none, None)
-        self.commit(records)
+        problem = self._try_commit(records)
+        if problem is not None:
+            for name, (code, _message) in results.items():
+                if code == ErrorCode.none:
+                    results[name] = problem
         return results
 
     def create_partitions(
@@ -263,11 +339,16 @@ class Controller:
             if problem is not None:
                 return problem
             plan = self._assign_replicas(new, factor)
+        records: list[MetadataRecord] = [
+            PartitionRecord(topic.topic_id, p, list(plan[p]), list(plan[p]), plan[p][0])
+            for p in new]
+        try:
+            self._check_size(records, f"{len(new)} new partitions of '{name}'")
+        except KafkaError as exc:
+            return exc.code, exc.message
         if validate_only:
             return ErrorCode.none, None
-        self.commit([PartitionRecord(topic.topic_id, p, list(plan[p]), list(plan[p]), plan[p][0])
-                     for p in new])
-        return ErrorCode.none, None
+        return self._try_commit(records) or (ErrorCode.none, None)
 
     def change_partition(self, topic_id: uuid.UUID, partition: int, *,
                          leader: int | None = None, isr: list[int] | None = None) -> None:
@@ -302,8 +383,6 @@ class Controller:
                    or self._check_changes(resource_type, name, changes))
         if problem is not None:
             return problem
-        if validate_only:
-            return ErrorCode.none, None
         records: list[MetadataRecord] = []
         current = self.image.configs_of(resource_type, name)
         for key, value in changes.items():
@@ -316,8 +395,13 @@ class Controller:
             for key in current:
                 if key not in changes:
                     records.append(ConfigRecord(resource_type, name, key, None))
-        self.commit(records)
-        return ErrorCode.none, None
+        try:
+            self._check_size(records, f"the config change of '{name}'")
+        except KafkaError as exc:
+            return exc.code, exc.message
+        if validate_only:
+            return ErrorCode.none, None
+        return self._try_commit(records) or (ErrorCode.none, None)
 
     def incremental_alter_configs(
         self, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],
@@ -349,6 +433,22 @@ class Controller:
         start = self.image.next_producer_id
         self.commit([ProducerIdsRecord(broker_id, start + count)])
         return range(start, start + count)
+
+
+def _chunks(groups: list[tuple[TopicResult, list[MetadataRecord], int]], limit: int
+            ) -> list[list[tuple[TopicResult, list[MetadataRecord], int]]]:
+    """Topics packed, in order, into batches of at most ``limit`` bytes (each topic fits)."""
+    chunks: list[list[tuple[TopicResult, list[MetadataRecord], int]]] = []
+    size = limit + 1
+    for group in groups:
+        grown = size + group[2] - _BATCH_OVERHEAD
+        if chunks and grown <= limit:
+            chunks[-1].append(group)
+            size = grown
+        else:
+            chunks.append([group])
+            size = group[2]
+    return chunks
 
 
 def internal_topic(name: str) -> bool:

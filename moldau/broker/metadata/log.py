@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from ...protocol.errors import KafkaError
 from ...protocol.records.batch import validate_batches
 from ...protocol.records.codec import build_batch, iter_decoded
 from ...storage.log import Log
@@ -20,6 +21,9 @@ from .records import MetadataRecord, decode_record
 log = logging.getLogger(__name__)
 
 METADATA_TOPIC = "__cluster_metadata"
+# The largest batch the metadata log takes: KRaft's MAX_BATCH_SIZE_BYTES. One controller
+# operation is one batch (atomic); the controller refuses or splits anything larger.
+METADATA_MAX_BATCH_BYTES = 8 << 20
 
 
 class MetadataLog:
@@ -53,6 +57,16 @@ class MetadataLog:
         raw = build_batch([(None, r.encode(), (), now) for r in records])
         buf = bytearray(raw)
         info = self.log.append(buf, validate_batches(buf), self.leader_epoch)
-        self.log.flush()
+        try:
+            self.log.flush()
+        except KafkaError:
+            # Not durable, so not committed: take the batch back out, or a restart would
+            # replay a change the caller was told had failed.
+            try:
+                self.log.truncate_to(info.first_offset)
+            except (KafkaError, ValueError):
+                log.exception("could not remove an unflushed metadata batch at offset %d",
+                              info.first_offset)
+            raise
         self.log.update_high_watermark(self.log.log_end_offset)
         return info.last_offset

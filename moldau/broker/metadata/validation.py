@@ -14,7 +14,9 @@ from ..config.definitions import TOPIC_BY_NAME
 from ..config.types import ConfigDef, ConfigError
 
 MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+# fullmatch, never match + "$": "$" also matches before a trailing newline, and a name
+# with a newline breaks every line-based file that lists topics (the offset checkpoints).
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 Problem = tuple[ErrorCode, str] | None
@@ -30,7 +32,7 @@ def validate_topic_name(name: str | None) -> Problem:
             ErrorCode.invalid_topic_exception,
             f"Topic name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}",
         )
-    if not _LEGAL.match(name):
+    if not _LEGAL.fullmatch(name):
         return (
             ErrorCode.invalid_topic_exception,
             f"Topic name {name!r} is illegal: it may only contain ASCII letters, digits, "

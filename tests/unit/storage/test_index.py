@@ -19,6 +19,9 @@ def test_offset_index_layout_lookup_truncate(tmp_path):
         idx.append(off, pos)
     idx.append(120, 99999)  # not increasing: ignored, like Kafka refuses it
     with open(path, "rb") as f:
+        assert f.read() == b""  # entries reach the file when the segment flushes/rolls/closes
+    idx.sync()
+    with open(path, "rb") as f:
         raw = f.read()
     assert raw == struct.pack(">iiiiii", 5, 4200, 10, 8400, 30, 12800)
     assert idx.lookup(99) == 0 and idx.lookup(104) == 0
@@ -45,6 +48,7 @@ def test_time_index_layout_and_lookup(tmp_path):
     idx.maybe_append(1000, 7)  # not larger: nothing
     idx.maybe_append(900, 9)
     idx.maybe_append(2000, 9)
+    idx.sync()
     with open(path, "rb") as f:
         assert f.read() == struct.pack(">qiqi", 1000, 3, 2000, 9)
     assert idx.lookup(999) == (-1, 0)

@@ -90,7 +90,9 @@ def test_index_entries_map_to_batch_starts(tmp_path):
         data = seg.read_at(pos, 61)
         h = headers_of(data + seg.read_at(pos + 61, 4096))[0]
         assert h.base_offset <= seg.base_offset + rel <= h.last_offset
-    # The file holds exactly the entries, big-endian (Kafka's layout, no preallocation).
+    # After a flush the file holds exactly the entries, big-endian (Kafka's layout, no
+    # preallocation).
+    log.flush()
     with open(seg.index.path, "rb") as f:
         raw = f.read()
     assert len(raw) == 8 * seg.index.entries
