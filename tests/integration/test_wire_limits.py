@@ -263,3 +263,39 @@ def _fetch_body(offset: int, *, max_wait_ms: int) -> dict[str, object]:
                 "last_fetched_epoch": -1, "log_start_offset": -1,
                 "partition_max_bytes": 1 << 20}]}],
             "forgotten_topics_data": [], "rack_id": ""}
+
+
+def test_every_request_gives_its_memory_back() -> None:
+    """Whatever way a request ends (answered, acks=0, long poll, KIP-511 fallback, refused,
+    connection closed mid-frame), the broker's request memory pool drains back to zero."""
+    from moldau.testing.runner import InProcessBroker
+
+    with InProcessBroker(settings={"queued.max.request.bytes": 4 * MiB,
+                                   "message.max.bytes": 4 * MiB}) as node:
+        port = int(node.bootstrap.rsplit(":", 1)[1])
+        with Wire(port) as wire:
+            create_topic(wire, TOPIC)
+            for _ in range(20):
+                metadata(wire, [TOPIC], allow_create=False)
+            assert produce(wire, TOPIC, 0, make_batch([b"v" * 3_000_000]))["error_code"] == 0
+            wire.send(wire.frame(ApiKey.PRODUCE, 9, {
+                "transactional_id": None, "acks": 0, "timeout": 1000,
+                "topic_data": [{"name": TOPIC, "partition_data": [
+                    {"index": 0, "records": make_batch([b"acks0"])}]}]})[1])
+            offset = produce(wire, TOPIC, 0, make_batch([b"x"]))["base_offset"] + 1
+            wire.call(ApiKey.FETCH, 12, _fetch_body(offset, max_wait_ms=300))
+            wire.send(framed(struct.pack(">hhih", ApiKey.API_VERSIONS, 32767, 9, -1) + b"\0"))
+            assert wire.read_frame()[:4] == struct.pack(">i", 9)
+            # Every request of this open connection has been handled.
+            assert node.call(lambda: node.broker.memory_pool.used) == 0
+        send_and_drop(port, framed(struct.pack(">hhih", 1000, 0, 1, -1)))
+        with socket.create_connection(("127.0.0.1", port)) as sock:  # leaves mid-frame
+            sock.sendall(struct.pack(">i", 3 * MiB) + bytes(500_000))
+            time.sleep(0.2)
+        with Wire(port) as wire:  # leaves during a long poll
+            wire.send(wire.frame(ApiKey.FETCH, 12, _fetch_body(offset, max_wait_ms=5000))[1])
+            time.sleep(0.2)
+        deadline = time.monotonic() + 10
+        while node.call(lambda: node.broker.memory_pool.used) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert node.call(lambda: node.broker.memory_pool.used) == 0
