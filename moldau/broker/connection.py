@@ -41,9 +41,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Per-connection receive buffer. Larger frames (produce requests of batched records) get a
-# buffer of their own and are received without a copy, so a bigger one only costs memory.
-RECEIVE_BUFFER = 16 * 1024
+# Per-connection receive buffer, allocated when a connection first sends. Larger frames
+# (produce requests of batched records) get a buffer of their own and are received without a
+# copy, so a bigger one only costs memory: 8 KiB holds dozens of pipelined fetch, metadata
+# or heartbeat requests, and 2,000 connections that sent something hold 16 MB.
+RECEIVE_BUFFER = 8 * 1024
 
 
 class KafkaConnection(asyncio.BufferedProtocol):

@@ -1,9 +1,9 @@
 """Size-prefixed frame decoding, sans-I/O, shaped for ``asyncio.BufferedProtocol``.
 
 ``get_buffer()`` hands out space to receive into; ``buffer_updated(n)`` returns the frames
-completed by those bytes. Small frames are copied out of one reused receive buffer. A frame
-larger than that buffer gets a buffer of its own and is received into it directly, so a 1 MiB
-produce request is never copied on the way in.
+completed by those bytes. Small frames are copied out of one reused receive buffer (allocated
+when the first bytes arrive). A frame larger than that buffer gets a buffer of its own and is
+received into it directly, so a 1 MiB produce request is never copied on the way in.
 
 Memory follows the bytes that arrive, never the size a peer announces: a frame up to 64 KiB
 gets its buffer at once; a larger one gets an anonymous memory map of its announced size, of
@@ -93,7 +93,9 @@ class FrameDecoder:
         self.max_frame_size = max_frame_size
         self.limit_name = limit_name
         self.memory = memory
-        self._buf = bytearray(buffer_size)
+        # Allocated when the first bytes arrive: a connection that never sends costs nothing.
+        self._buffer_size = buffer_size
+        self._buf = bytearray()
         self._view = memoryview(self._buf)  # slicing a view copies nothing
         self._start = 0
         self._end = 0
@@ -125,6 +127,9 @@ class FrameDecoder:
         if self._big is not None:
             return self._big[self._big_filled : self._big_granted]
         if self._end == len(self._buf):
+            if not self._buf:
+                self._buf = bytearray(self._buffer_size)
+                self._view = memoryview(self._buf)
             self._compact()
         return self._view[self._end :]
 
