@@ -57,15 +57,21 @@ def is_flexible(api_key: int, version: int) -> bool:
     keys are not flexible. Two dict lookups, nothing cached: a made-up api key or version
     leaves nothing behind.
     """
+    flexible = _flexible.get((api_key, version))
+    if flexible is not None:
+        return flexible
     schema = request_schema(api_key, version)
-    if schema is None:
-        newest = highest_version(api_key)
-        if newest is None or version < newest:
-            return False
-        schema = request_schema(api_key, newest)
-        if schema is None:
-            return False
-    return bool(schema.__flexible__)
+    if schema is not None:
+        flexible = _flexible[(api_key, version)] = bool(schema.__flexible__)
+        return flexible
+    newest = highest_version(api_key)
+    if newest is None or version < newest:
+        return False
+    return is_flexible(api_key, newest)
+
+
+# Flexibility of the pairs kio knows (unknown ones are not kept).
+_flexible: dict[tuple[int, int], bool] = {}
 
 
 def response_header_flexible(api_key: int, version: int) -> bool:

@@ -34,7 +34,6 @@ us for a 10-partition Fetch, ~2-2.5 us for a 10-partition Produce (which the bro
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -244,14 +243,20 @@ Compiled = tuple[Walker, str, tuple[str, ...]]
 
 
 def _compiled(api_key: int, version: int, response: bool = False) -> Compiled | None:
-    # Unknown pairs are refused before the cache, which therefore holds at most one walker
-    # per schema kio ships (a broker asks only for the versions it serves).
-    if not has_schema(api_key, version):
-        return None
-    return _compile(api_key, version, response)
+    compiled = _walkers.get((api_key, version, response), _UNKNOWN)
+    if compiled is _UNKNOWN:
+        # Unknown pairs are refused before the cache, which therefore holds at most one
+        # walker per schema kio ships (a broker asks only for the versions it serves).
+        if not has_schema(api_key, version):
+            return None
+        compiled = _walkers[(api_key, version, response)] = _compile(api_key, version, response)
+    return compiled  # type: ignore[no-any-return]
 
 
-@functools.cache
+_walkers: dict[tuple[int, int, bool], Compiled | None] = {}
+_UNKNOWN: Any = object()
+
+
 def _compile(api_key: int, version: int, response: bool) -> Compiled | None:
     plan = request_plan(api_key, version, response)
     if plan is None:

@@ -14,7 +14,6 @@ broker does not support.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
@@ -37,20 +36,27 @@ def highest_version(api_key: int) -> int | None:
 
 def request_schema(api_key: int, version: int) -> type[Any] | None:
     """kio's request class for ``(api_key, version)``, or None if kio does not know it."""
-    return _load(api_key, version, False) if has_schema(api_key, version) else None
+    schema = _loaded.get((api_key, version, False), _UNKNOWN)
+    return _load(api_key, version, False) if schema is _UNKNOWN else schema
 
 
 def response_schema(api_key: int, version: int) -> type[Any] | None:
     """kio's response class for ``(api_key, version)``, or None if kio does not know it."""
-    return _load(api_key, version, True) if has_schema(api_key, version) else None
+    schema = _loaded.get((api_key, version, True), _UNKNOWN)
+    return _load(api_key, version, True) if schema is _UNKNOWN else schema
 
 
-@functools.cache
+# Schemas loaded so far, by (api key, version, response): only pairs in kio's index get in.
+_loaded: dict[tuple[int, int, bool], type[Any]] = {}
+_UNKNOWN: Any = object()
+
+
 def _load(api_key: int, version: int, response: bool) -> type[Any] | None:
-    # Only called for pairs in kio's index, so the cache is bounded by what kio ships.
+    if not has_schema(api_key, version):
+        return None
     try:
-        if response:
-            return load_response_schema(api_key, version)
-        return load_request_schema(api_key, version)
+        schema = (load_response_schema if response else load_request_schema)(api_key, version)
     except KioIndexError:
         return None
+    _loaded[(api_key, version, response)] = schema
+    return schema
