@@ -222,6 +222,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.decoder.waiting or self.account.must_wait:
             # Request memory is exhausted: read on when some of it is released.
             should_pause = True
+            if not self.account.waiting:
+                self.broker.note_memory_wait()
             self.account.wait(reserving=self.decoder.waiting)
         if should_pause and not self.reading_paused:
             self.transport.pause_reading()

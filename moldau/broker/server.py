@@ -53,7 +53,9 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
         self._refused = 0  # connections refused by max.connections since the last warning
-        self._refused_logged = 0.0
+        self._refused_logged = -REFUSAL_LOG_INTERVAL_S
+        self._memory_waits = 0  # connections that waited for request memory, since the log
+        self._memory_logged = -REFUSAL_LOG_INTERVAL_S
         self.bound: list[BoundListener] = []
         self.components: dict[str, Any] = {}
         self.controller: Controller
@@ -146,6 +148,19 @@ class Broker:
                         self._refused, conn.client_host, conn.client_port, limit)
             self._refused, self._refused_logged = 0, now
         return False
+
+    def note_memory_wait(self) -> None:
+        """A connection stops reading because request memory is used up: say so (at most
+        every REFUSAL_LOG_INTERVAL_S), since all a client sees is slower answers."""
+        self._memory_waits += 1
+        now = time.monotonic()
+        if now - self._memory_logged >= REFUSAL_LOG_INTERVAL_S:
+            log.warning("request memory is used up (queued.max.request.bytes=%d, %d bytes in "
+                        "requests being received or handled): %d time(s) a connection waited "
+                        "before reading more; raise queued.max.request.bytes if this broker "
+                        "has the memory", self.config["queued.max.request.bytes"],
+                        self.memory_pool.used, self._memory_waits)
+            self._memory_waits, self._memory_logged = 0, now
 
     def expire_idle_connections(self, now: float | None = None) -> int:
         """Close connections idle longer than ``connections.max.idle.ms``; return how many.

@@ -192,6 +192,7 @@ def test_request_memory_in_flight_is_bounded(broker: BrokerProcess) -> None:
             except ConnectionResetError:
                 closed.append(True)
 
+    log_start = len(broker.log_text())
     before = rss_mb(broker)
     peak = before
     threads = [threading.Thread(target=sender, daemon=True) for _ in range(20)]
@@ -213,6 +214,9 @@ def test_request_memory_in_flight_is_bounded(broker: BrokerProcess) -> None:
     # 30 MB of slack for what the allocator keeps and the rest of the process.
     bound = (POOL + frame_size) / MiB + 30
     assert peak - before < bound, f"RSS {before:.0f} -> peak {peak:.0f} MB (bound +{bound:.0f})"
+    # What an operator sees: a warning naming the key.
+    assert "request memory is used up (queued.max.request.bytes=16777216" in (
+        broker.log_text()[log_start:])
 
 
 def test_a_large_produce_still_goes_through(broker: BrokerProcess) -> None:
@@ -299,3 +303,24 @@ def test_every_request_gives_its_memory_back() -> None:
         while node.call(lambda: node.broker.memory_pool.used) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert node.call(lambda: node.broker.memory_pool.used) == 0
+
+
+def test_connections_over_max_connections_are_closed() -> None:
+    from moldau.testing.runner import InProcessBroker
+
+    with InProcessBroker(settings={"max.connections": 5}) as node:
+        port = int(node.bootstrap.rsplit(":", 1)[1])
+        wires = [Wire(port) for _ in range(8)]
+        try:
+            time.sleep(0.3)
+            refused = [w for w in wires if w.closed_by_broker(0.5)]
+            assert len(refused) == 3, f"{len(refused)} of 8 closed with max.connections=5"
+            kept = [w for w in wires if w not in refused]
+            assert all(metadata(w, None)["brokers"] for w in kept)
+            kept[0].close()
+            time.sleep(0.2)
+            with Wire(port) as again:  # room again
+                assert metadata(again, None)["brokers"]
+        finally:
+            for wire in wires:
+                wire.close()
