@@ -218,7 +218,12 @@ class FrameDecoder:
     def _begin_big(self, size: int, start: int, end: int) -> bool:
         """Give the frame at ``start`` its own buffer (False: its memory was refused)."""
         have = end - start - 4
-        grant = size if size <= ALLOCATE_AT_ONCE else min(size, max(STEP, 2 * have))
+        # Without a FrameMemory nothing is accounted: the whole map is handed out at once
+        # (its pages are still backed only as bytes arrive).
+        if size <= ALLOCATE_AT_ONCE or self.memory is None:
+            grant = size
+        else:
+            grant = min(size, max(STEP, 2 * have))
         if self.memory is not None and not self.memory.reserve(grant):
             self._wanted, self._pending_size = grant, size
             return False
