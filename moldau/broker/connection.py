@@ -225,6 +225,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if not self.account.waiting:
                 self.broker.note_memory_wait()
             self.account.wait(reserving=self.decoder.waiting)
+        elif self.account.waiting:
+            self.account.stop_waiting()  # its own requests finished: it may read again
         if should_pause and not self.reading_paused:
             self.transport.pause_reading()
             self.reading_paused = True

@@ -141,6 +141,12 @@ class Account:
         (self.pool._reserving if reserving else self.pool._reading)[self] = None
         self.waiting = True
 
+    def stop_waiting(self) -> None:
+        """No call-back is needed any more (the connection may read again on its own)."""
+        self.pool._reserving.pop(self, None)
+        self.pool._reading.pop(self, None)
+        self.waiting = False
+
     def close(self) -> None:
         """The connection is gone: free everything it held."""
         if self.closed:

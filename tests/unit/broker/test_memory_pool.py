@@ -49,8 +49,12 @@ def test_a_connection_without_requests_may_always_read_small_frames() -> None:
     assert not quiet.account.must_wait
     quiet.account.complete(5, 0)
     assert quiet.account.must_wait
+    quiet.account.wait(reserving=False)
     quiet.account.release(5)
-    assert not quiet.account.must_wait
+    assert not quiet.account.must_wait and quiet.woken == 0  # pool still exhausted
+    quiet.account.stop_waiting()
+    hog.account.release(50)
+    assert quiet.woken == 0, "no call-back after stop_waiting"
 
 
 def test_closing_frees_everything_once() -> None:
