@@ -6,13 +6,19 @@ Synchronous handlers answer inline from ``buffer_updated``; an ``async`` handler
 fetch, acks=all produce, group joins) parks the connection until it completes, while other
 connections go on.
 
-Backpressure: reading pauses when more than ``queued.max.requests`` frames wait, or when the
-transport's write buffer is above its high-water mark (the client is not reading responses).
+Backpressure: reading pauses when more than ``queued.max.requests`` frames wait, when the
+transport's write buffer is above its high-water mark (the client is not reading responses),
+or when the broker's request memory (``queued.max.request.bytes``, :mod:`.memory_pool`) is
+exhausted; it resumes when the memory of handled requests is released.
 
-Cost per connection: the receive buffer is small (frames larger than it are received into
-their own buffer anyway), so 1,000 idle clients cost tens of MB, not hundreds. Responses to
-requests that arrived together (librdkafka pipelines) leave in one ``writelines``: one
-syscall instead of one per response.
+Memory per connection: the receive buffer is small (frames larger than it are received into
+their own buffer, which grows as bytes arrive, never to what a size prefix merely announces),
+so 1,000 idle clients cost tens of MB, not hundreds. Responses to requests that arrived
+together (librdkafka pipelines) leave in one ``writelines``: one syscall instead of one per
+response.
+
+Idle connections (no bytes either way for ``connections.max.idle.ms``, and no request in
+progress) are closed by one broker-wide sweep (:meth:`Broker.expire_idle_connections`).
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from ..protocol.errors import ProtocolError
-from ..protocol.framing import FrameDecoder
+from ..protocol.errors import ForeignProtocol, ProtocolError
+from ..protocol.framing import Frame, FrameDecoder
 from .dispatch import Disconnect, RawResponse, RequestContext, encode_result, frame_raw, parse_frame
 from .handlers.api_versions import fallback_response
 
@@ -35,9 +41,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Per-connection receive buffer. Larger frames (produce requests of batched records) get a
-# buffer of their own and are received without a copy, so a bigger one only costs memory.
-RECEIVE_BUFFER = 16 * 1024
+# Per-connection receive buffer, allocated when a connection first sends. Larger frames
+# (produce requests of batched records) get a buffer of their own and are received without a
+# copy, so a bigger one only costs memory: 8 KiB holds dozens of pipelined fetch, metadata
+# or heartbeat requests, and 2,000 connections that sent something hold 16 MB.
+RECEIVE_BUFFER = 8 * 1024
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -47,9 +55,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.broker = broker
         self.listener = listener
         config = broker.config
-        self.decoder = FrameDecoder(config["socket.request.max.bytes"], RECEIVE_BUFFER)
+        self.account = broker.memory_pool.account(self._memory_available)
+        self.decoder = FrameDecoder(config["socket.request.max.bytes"], RECEIVE_BUFFER,
+                                    memory=self.account)
         self.max_queued = config["queued.max.requests"]
-        self.queue: deque[bytes | bytearray] = deque()
+        self.queue: deque[Frame] = deque()
         self.out: list[Any] = []  # response chunks not yet handed to the transport
         self.transport: asyncio.Transport | None = None
         self.busy = False
@@ -74,6 +84,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if peer:
             self.client_host, self.client_port = str(peer[0]), int(peer[1])
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        if not self.broker.admit(self):
+            self.closed = True
+            transport.close()
+            return
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -82,6 +96,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.task is not None and not self.task.done():
             self.task.cancel()
         self.queue.clear()
+        self.account.close()
+        self.decoder.discard()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer()
@@ -90,14 +106,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.last_active = time.monotonic()
         try:
             frames = self.decoder.buffer_updated(nbytes)
+        except ForeignProtocol as exc:
+            self.close(f"closing connection from {self.client_host}:{self.client_port} on "
+                       f"listener {self.listener}: it sent {exc.description} "
+                       f"({exc.head!r}), not a Kafka request")
+            return
         except ProtocolError as exc:
             self.close(f"bad frame from {self.client_host}:{self.client_port}: {exc}")
             return
-        if not frames:
-            return
-        self.queue.extend(frames)
-        if not self.busy:
-            self._process()
+        if frames:
+            self.queue.extend(frames)
+            if not self.busy:
+                self._process()
         self._update_reading()
 
     def eof_received(self) -> bool | None:
@@ -115,16 +135,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _process(self) -> None:
         # Responses gather here and leave together; close() flushes them first, so a
         # handler that closes the connection (failed acks=0 produce) loses no earlier answer.
+        # A frame's memory goes back to the pool once its request has been handled.
         out = self.out
+        release = self.account.release
         while self.queue and not self.closed:
             frame = self.queue.popleft()
+            size = len(frame)
             try:
                 header, spec, request = parse_frame(frame)
             except Disconnect as exc:
                 self.close(f"closing connection from {self.client_host}:{self.client_port}: {exc}")
                 return
+            except Exception:
+                log.exception("cannot decode a request from %s:%s", self.client_host,
+                              self.client_port)
+                self.close("internal error")
+                return
             if spec is None:
                 out.append(fallback_response(header))
+                release(size)
                 continue
             ctx = RequestContext(header, self.listener, self.client_host, self.client_port,
                                  self.broker, self)
@@ -135,20 +164,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.close("internal error")
                 return
             if result is None:
+                release(size)
                 continue
             if type(result) is RawResponse:
                 out += frame_raw(header, result.body)
+                release(size)
                 continue
             if inspect.isawaitable(result):
                 self._flush()
                 self.busy = True
-                self.task = asyncio.ensure_future(self._finish(header, result))
+                self.task = asyncio.ensure_future(self._finish(header, result, size))
                 return
             out += encode_result(header, result) or ()
+            release(size)
         self._flush()
         self._update_reading()
 
-    async def _finish(self, header: Any, awaitable: Any) -> None:
+    async def _finish(self, header: Any, awaitable: Any, size: int) -> None:
         try:
             result = await awaitable
         except asyncio.CancelledError:
@@ -162,6 +194,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.closed:
             return
         self._write(encode_result(header, result))
+        self.account.release(size)
         self._process()
 
     def _write(self, chunks: list[Any] | None) -> None:
@@ -176,6 +209,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.out = []
         if self.transport is None or self.closed:
             return
+        self.last_active = time.monotonic()
         if len(out) == 1:
             self.transport.write(out[0])
         else:
@@ -185,12 +219,35 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.transport is None or self.closed:
             return
         should_pause = self.writing_paused or len(self.queue) >= self.max_queued
+        if self.decoder.waiting or self.account.must_wait:
+            # Request memory is exhausted: read on when some of it is released.
+            should_pause = True
+            if not self.account.waiting:
+                self.broker.note_memory_wait()
+            self.account.wait(reserving=self.decoder.waiting)
+        elif self.account.waiting:
+            self.account.stop_waiting()  # its own requests finished: it may read again
         if should_pause and not self.reading_paused:
             self.transport.pause_reading()
             self.reading_paused = True
         elif not should_pause and self.reading_paused:
             self.transport.resume_reading()
             self.reading_paused = False
+
+    def _memory_available(self) -> None:
+        """Called by the memory pool when memory was released after this connection waited."""
+        if self.closed:
+            return
+        self.last_active = time.monotonic()  # it was our pause: the idle clock starts now
+        if self.decoder.waiting:
+            self.decoder.retry()
+        self._update_reading()
+
+    @property
+    def idle(self) -> bool:
+        """True when no request is queued or in progress (a long poll is not idle) and the
+        broker is not holding the connection back while it waits for request memory."""
+        return not self.busy and not self.queue and not self.account.waiting
 
     def close(self, reason: str = "") -> None:
         if reason:
@@ -199,3 +256,5 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._flush()
             self.transport.close()
         self.closed = True
+        self.queue.clear()
+        self.account.close()

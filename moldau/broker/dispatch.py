@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _INT32 = struct.Struct(">i")
+_KEY_VERSION = struct.Struct(">hh")
 
 
 @dataclass(slots=True)
@@ -140,35 +141,41 @@ def encode_result(header: RequestHeader, result: Any) -> list[bytes | memoryview
     return [encode_response(header.api_key, header.api_version, header.correlation_id, result)]
 
 
-def parse_frame(frame: bytes | bytearray) -> tuple[RequestHeader, HandlerSpec | None, Any]:
+def parse_frame(frame: bytes | bytearray | memoryview
+                ) -> tuple[RequestHeader, HandlerSpec | None, Any]:
     """Decode a request frame.
 
     Returns (header, spec, request). ``spec`` is None only for an ApiVersions request at a
     version we do not serve: the caller answers it with the KIP-511 fallback. Raises
     :class:`Disconnect` for anything else that cannot be served.
+
+    The api key and version are checked against the registry before anything else is read,
+    built or cached: a made-up key or version costs two integer reads and a disconnect.
     """
-    if isinstance(frame, bytearray):
-        # Frames over the receive buffer arrive in their own bytearray; kio's native readers
-        # refuse writable buffers ("Received writable byte buffer where read-only ...").
-        frame = memoryview(frame).toreadonly()  # type: ignore[assignment]
+    if not isinstance(frame, bytes):
+        # Frames over the receive buffer arrive in their own writable buffer; kio's native
+        # readers refuse writable buffers ("Received writable byte buffer where read-only ...").
+        frame = memoryview(frame).toreadonly()
+    if len(frame) < 4:
+        raise Disconnect(f"request frame of {len(frame)} bytes is shorter than a header")
+    api_key, api_version = _KEY_VERSION.unpack_from(frame, 0)
+    spec = REGISTRY.get(api_key)
+    if spec is None:
+        raise Disconnect(f"unsupported API key {api_key} ({api_name(api_key)})")
+    served = spec.min_version <= api_version <= spec.max_version
+    if not served and api_key != ApiKey.API_VERSIONS:
+        raise Disconnect(
+            f"unsupported version {api_version} of {api_name(api_key)} "
+            f"(served: {spec.min_version}-{spec.max_version})"
+        )
     try:
         header, offset = decode_request_header(frame)
     except InvalidRequest as exc:
         raise Disconnect(str(exc)) from None
-    spec = REGISTRY.get(header.api_key)
-    if spec is None:
-        raise Disconnect(f"unsupported API key {header.api_key} ({api_name(header.api_key)})")
-    if not spec.min_version <= header.api_version <= spec.max_version:
-        if header.api_key == ApiKey.API_VERSIONS:
-            return header, None, None
-        raise Disconnect(
-            f"unsupported version {header.api_version} of {api_name(header.api_key)} "
-            f"(served: {spec.min_version}-{spec.max_version})"
-        )
+    if not served:
+        return header, None, None
     try:
         request = spec.decoder(header, frame, offset)
     except InvalidRequest as exc:
         raise Disconnect(str(exc)) from None
     return header, spec, request
-
-

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol.errors import ErrorCode
 from .config import BrokerConfig, Endpoint
 from .dispatch import load_handlers
+from .memory_pool import MemoryPool
 from .metadata.controller import Controller, TopicSpec
 from .metadata.image import MetadataImage
 from .metadata.records import BrokerEndpoint
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
     from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+
+# A flood of connections over max.connections is logged at most this often.
+REFUSAL_LOG_INTERVAL_S = 10.0
 
 
 @dataclass
@@ -48,6 +52,11 @@ class Broker:
         self.cluster_id: str = ""
         self.image = MetadataImage()
         self.connections: set[KafkaConnection] = set()
+        self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
+        self._refused = 0  # connections refused by max.connections since the last warning
+        self._refused_logged = -REFUSAL_LOG_INTERVAL_S
+        self._memory_waits = 0  # connections that waited for request memory, since the log
+        self._memory_logged = -REFUSAL_LOG_INTERVAL_S
         self.bound: list[BoundListener] = []
         self.components: dict[str, Any] = {}
         self.controller: Controller
@@ -73,6 +82,7 @@ class Broker:
         self._register()
         for bound in self.bound:
             await bound.server.start_serving()
+        self.spawn(self._expire_idle_connections())
         log.info("[MoldauServer id=%s] started (cluster id %s); listening on %s",
                  self.node_id, self.cluster_id,
                  ", ".join(f"{b.endpoint.name}://{b.endpoint.host}:{b.port}"
@@ -123,6 +133,64 @@ class Broker:
             if listener is None or b.endpoint.name == listener:
                 return b.port
         raise KeyError(listener)
+
+    # --- connection limits ---------------------------------------------------------------
+    def admit(self, conn: KafkaConnection) -> bool:
+        """Whether a newly accepted connection may stay (``max.connections``)."""
+        limit = self.config["max.connections"]
+        if len(self.connections) < limit:
+            return True
+        self._refused += 1
+        now = time.monotonic()
+        if now - self._refused_logged >= REFUSAL_LOG_INTERVAL_S:
+            log.warning("closed %d new connection(s) (latest from %s:%s): max.connections=%d "
+                        "connections are open; raise max.connections (and the file descriptor "
+                        "limit, ulimit -n) or find the client that opens so many",
+                        self._refused, conn.client_host, conn.client_port, limit)
+            self._refused, self._refused_logged = 0, now
+        return False
+
+    def note_memory_wait(self) -> None:
+        """A connection stops reading because request memory is used up: say so (at most
+        every REFUSAL_LOG_INTERVAL_S), since all a client sees is slower answers."""
+        self._memory_waits += 1
+        now = time.monotonic()
+        if now - self._memory_logged >= REFUSAL_LOG_INTERVAL_S:
+            log.warning("request memory is used up (queued.max.request.bytes=%d, %d bytes in "
+                        "requests being received or handled): %d time(s) a connection waited "
+                        "before reading more; raise queued.max.request.bytes if this broker "
+                        "has the memory", self.config["queued.max.request.bytes"],
+                        self.memory_pool.used, self._memory_waits)
+            self._memory_waits, self._memory_logged = 0, now
+
+    def expire_idle_connections(self, now: float | None = None) -> int:
+        """Close connections idle longer than ``connections.max.idle.ms``; return how many.
+
+        Idle means no bytes read or written, and no request queued or in progress: a
+        long-poll fetch or a group join that waits is not idle (Kafka's Selector expires
+        by the last I/O the same way)."""
+        limit_s = self.config["connections.max.idle.ms"] / 1000
+        now = time.monotonic() if now is None else now
+        expired = [c for c in self.connections if c.idle and now - c.last_active > limit_s]
+        for conn in expired:
+            log.debug("closing connection from %s:%s: idle for %d ms", conn.client_host,
+                      conn.client_port, (now - conn.last_active) * 1000)
+            conn.close()
+        if expired:
+            log.info("closed %d idle connection(s) (connections.max.idle.ms=%d)", len(expired),
+                     self.config["connections.max.idle.ms"])
+        return len(expired)
+
+    async def _expire_idle_connections(self) -> None:
+        # One timer for the whole broker; a connection is closed at most a quarter of the
+        # limit (or 30 s) after it became idle for too long.
+        interval_s = min(max(self.config["connections.max.idle.ms"] / 4000, 0.01), 30.0)
+        while True:
+            await asyncio.sleep(interval_s)
+            try:
+                self.expire_idle_connections()
+            except Exception:
+                log.exception("idle connection expiry failed")
 
     def spawn(self, coro: Any) -> asyncio.Task[Any]:
         """Run a background task that lives as long as the broker."""

@@ -261,6 +261,7 @@ async def open_bootstrap(args: argparse.Namespace) -> BrokerConnection:
     pause = 0.1
     while True:
         errors: list[str] = []
+        retriable = False
         for host, port in servers:
             left = max(0.05, deadline - time.monotonic())
             conn = BrokerConnection(host, port, client_id="moldau-cli",
@@ -269,8 +270,11 @@ async def open_bootstrap(args: argparse.Namespace) -> BrokerConnection:
                 await conn.connect()
             except (KafkaConnectionError, BrokerError, OSError) as exc:
                 errors.append(_strip_prefix(str(exc)))
+                retriable = retriable or getattr(exc, "retriable", True)
                 continue
             return conn
+        if not retriable:  # every address answered in another protocol (HTTP, TLS)
+            raise CliError("no Kafka broker at --bootstrap-server: " + "; ".join(errors))
         if time.monotonic() + pause >= deadline:
             raise CliError(
                 "could not reach any bootstrap server within "

@@ -154,6 +154,7 @@ class Cluster:
         if open_conns:
             return min(open_conns, key=lambda c: c.in_flight)
         errors: list[str] = []
+        retriable = not self.brokers and not self.bootstrap_servers
         node_ids = list(self.brokers)
         random.shuffle(node_ids)
         for node_id in node_ids:
@@ -161,6 +162,7 @@ class Cluster:
                 return await self.connection(node_id)
             except (KafkaConnectionError, OSError) as exc:
                 errors.append(str(exc))
+                retriable = retriable or getattr(exc, "retriable", True)
         for index, (host, port) in enumerate(self.bootstrap_servers):
             key = -1 - index
             conn = self._new_connection(host, port, None)
@@ -168,16 +170,20 @@ class Cluster:
                 await conn.connect()
             except (KafkaConnectionError, OSError) as exc:
                 errors.append(str(exc))
+                retriable = retriable or getattr(exc, "retriable", True)
                 continue
             old = self._connections.get(key)
             if old is not None:
                 old.close()
             self._connections[key] = conn
             return conn
-        raise NoBrokersAvailable(
+        error = NoBrokersAvailable(
             "no broker could be reached: " + "; ".join(errors)
             if errors else "no broker addresses known (bootstrap.servers is empty)"
         )
+        # Every address answered in another protocol (NotKafkaError): retrying cannot help.
+        error.retriable = retriable
+        raise error
 
     async def request(self, node_id: int | None, api_key: int, body: Any, **kwargs: Any) -> Any:
         """Send one request to ``node_id`` (or any broker when None) and return the answer."""

@@ -22,11 +22,11 @@ from typing import Any
 
 from moldau.protocol.api_keys import ApiKey, api_name
 from moldau.protocol.entities import build
-from moldau.protocol.errors import ErrorCode, ProtocolError
-from moldau.protocol.framing import FrameDecoder
+from moldau.protocol.errors import ErrorCode, ForeignProtocol, ProtocolError
+from moldau.protocol.framing import Frame, FrameDecoder
 from moldau.protocol.messages import decode_response, encode_request, request_schema
 
-from .errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
+from .errors import BrokerError, KafkaConnectionError, KafkaTimeoutError, NotKafkaError
 from .types import BrokerInfo
 from .versions import (
     API_VERSIONS_FIRST,
@@ -43,6 +43,14 @@ _INT32 = struct.Struct(">i")
 # Largest response frame accepted (librdkafka's receive.message.max.bytes is 100 MB; fetch
 # responses are bounded by fetch.max.bytes, 50 MiB by default, plus overhead).
 MAX_RESPONSE_FRAME = 512 * 1024 * 1024
+
+# What answered instead of a Kafka broker, by ForeignProtocol.kind.
+_NOT_KAFKA = {
+    "http-response": "this is an HTTP server, not a Kafka broker",
+    "http-request": "the peer speaks HTTP, not the Kafka protocol",
+    "tls": "this port speaks TLS (SSL): it is not a plaintext Kafka listener",
+    "ssh": "this is an SSH server, not a Kafka broker",
+}
 
 _ADDRESS_HINT = (
     "; this address came from the cluster's metadata: if clients cannot reach it, fix the "
@@ -65,7 +73,8 @@ class _Protocol(asyncio.BufferedProtocol):
 
     def __init__(self, conn: BrokerConnection) -> None:
         self.conn = conn
-        self.decoder = FrameDecoder(MAX_RESPONSE_FRAME, 256 * 1024)
+        self.decoder = FrameDecoder(MAX_RESPONSE_FRAME, 256 * 1024,
+                                    limit_name="the client's limit for a response")
         self.transport: asyncio.Transport | None = None
         self.writable = asyncio.Event()
         self.writable.set()
@@ -80,6 +89,14 @@ class _Protocol(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         try:
             frames = self.decoder.buffer_updated(nbytes)
+        except ForeignProtocol as exc:
+            self.conn._fail(NotKafkaError(
+                self.conn.address, "protocol",
+                f"{self.conn.describe()} answered with {exc.description} ({exc.head!r}): "
+                f"{_NOT_KAFKA.get(exc.kind, 'it is not a Kafka broker')}; check the address "
+                f"and port (bootstrap.servers){self.conn._hint()}",
+            ))
+            return
         except ProtocolError as exc:
             self.conn._fail(KafkaConnectionError(
                 self.conn.address, "protocol", f"{self.conn.describe()}: bad frame: {exc}"
@@ -286,7 +303,7 @@ class BrokerConnection:
             self._pending.pop(correlation_id, None)
             raise
 
-    def _on_frame(self, frame: bytes | bytearray) -> None:
+    def _on_frame(self, frame: Frame) -> None:
         if len(frame) < 4:
             self._fail(KafkaConnectionError(
                 self.address, "protocol", f"{self.describe()} sent a {len(frame)}-byte frame"
@@ -310,10 +327,9 @@ class BrokerConnection:
             and _INT16.unpack_from(frame, 4)[0] == ErrorCode.unsupported_version
         ):
             version = 0  # KIP-511: the answer to an unsupported version is in v0 format
-        if isinstance(frame, bytearray):
-            # Large frames arrive in their own bytearray; kio's native reader wants a
-            # read-only buffer, and a read-only view avoids copying the frame.
-            frame = memoryview(frame).toreadonly()  # type: ignore[assignment]
+        if not isinstance(frame, bytes):
+            # kio's native reader wants a read-only buffer; a read-only view copies nothing.
+            frame = memoryview(frame).toreadonly()
         try:
             _cid, value = decode_response(pending.api_key, version, frame)
         except Exception as exc:

@@ -17,6 +17,7 @@ __all__ = [
     "KafkaConnectionError",
     "KafkaTimeoutError",
     "NoBrokersAvailable",
+    "NotKafkaError",
     "OffsetOutOfRangeError",
     "ProducerFenced",
     "RecordCorruptError",
@@ -47,6 +48,13 @@ class KafkaConnectionError(ClientError, ConnectionError):
         super().__init__(message)
         self.address = address
         self.reason = reason
+
+
+class NotKafkaError(KafkaConnectionError):
+    """The address answered in another protocol (HTTP, TLS, SSH): a wrong address or port,
+    which retrying does not fix."""
+
+    retriable = False
 
 
 class NoBrokersAvailable(ClientError):

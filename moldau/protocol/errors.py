@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "FrameTooLarge", "InvalidRequest", "KafkaError", "ProtocolError",
-           "RecordDecodeError"]
+__all__ = ["ErrorCode", "ForeignProtocol", "FrameTooLarge", "InvalidRequest", "KafkaError",
+           "ProtocolError", "RecordDecodeError"]
 
 
 class ProtocolError(Exception):
@@ -18,6 +18,20 @@ class ProtocolError(Exception):
 
 class FrameTooLarge(ProtocolError):
     """A size prefix exceeds the configured limit (``socket.request.max.bytes``)."""
+
+
+class ForeignProtocol(ProtocolError):
+    """The first bytes of a connection belong to another protocol (HTTP, TLS, SSH).
+
+    ``kind`` is ``http-response``, ``http-request``, ``tls`` or ``ssh``; ``description``
+    says it in words ("an HTTP response"); ``head`` holds the first bytes seen.
+    """
+
+    def __init__(self, kind: str, description: str, head: bytes) -> None:
+        super().__init__(f"the peer sent {description} ({head!r}), not the Kafka protocol")
+        self.kind = kind
+        self.description = description
+        self.head = head
 
 
 class InvalidRequest(ProtocolError):

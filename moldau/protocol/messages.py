@@ -18,13 +18,20 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.readers import read_unsigned_varint
 
 from .api_keys import ApiKey
 from .errors import InvalidRequest
 from .request_validator import validate_request_body
+from .schemas import highest_version, request_schema, response_schema
+
+__all__ = [
+    "RequestHeader", "decode_request", "decode_request_header", "decode_response",
+    "encode_body", "encode_request", "encode_response", "frame_response", "is_flexible",
+    "request_schema", "response_header_bytes", "response_header_flexible", "response_schema",
+    "skip_tagged_fields",
+]
 
 _HEADER_FIXED = struct.Struct(">hhi")
 _INT16 = struct.Struct(">h")
@@ -41,40 +48,30 @@ class RequestHeader:
     client_id: str | None
 
 
-@functools.cache
-def request_schema(api_key: int, version: int) -> type[Any] | None:
-    """kio's request class for ``(api_key, version)``, or None if kio does not know it."""
-    try:
-        return load_request_schema(api_key, version)
-    except Exception:
-        return None
-
-
-@functools.cache
-def response_schema(api_key: int, version: int) -> type[Any] | None:
-    """kio's response class for ``(api_key, version)``, or None if kio does not know it."""
-    try:
-        return load_response_schema(api_key, version)
-    except Exception:
-        return None
-
-
-@functools.cache
 def is_flexible(api_key: int, version: int) -> bool:
     """Whether ``(api_key, version)`` uses compact encodings and tagged fields.
 
-    Unknown versions of a known API are assumed flexible when a lower version already is:
-    every API that became flexible stays flexible, which is what lets a broker read the header
-    of an ApiVersions request at a version it does not serve (KIP-511).
+    A version newer than kio knows of a known API is as flexible as the newest version kio
+    knows: every API that became flexible stays flexible, which is what lets a broker read the
+    header of an ApiVersions request at a version it does not serve (KIP-511). Unknown api
+    keys are not flexible. Two dict lookups, nothing cached: a made-up api key or version
+    leaves nothing behind.
     """
+    flexible = _flexible.get((api_key, version))
+    if flexible is not None:
+        return flexible
     schema = request_schema(api_key, version)
     if schema is not None:
-        return bool(schema.__flexible__)
-    for lower in range(version - 1, -1, -1):
-        schema = request_schema(api_key, lower)
-        if schema is not None:
-            return bool(schema.__flexible__)
-    return False
+        flexible = _flexible[(api_key, version)] = bool(schema.__flexible__)
+        return flexible
+    newest = highest_version(api_key)
+    if newest is None or version < newest:
+        return False
+    return is_flexible(api_key, newest)
+
+
+# Flexibility of the pairs kio knows (unknown ones are not kept).
+_flexible: dict[tuple[int, int], bool] = {}
 
 
 def response_header_flexible(api_key: int, version: int) -> bool:
@@ -136,24 +133,23 @@ def decode_request(header: RequestHeader, frame: memoryview | bytes, offset: int
     The body is checked first (:mod:`.request_validator`): kio's reader would abort the
     process on a huge array count and accepts null for arrays that are not nullable.
     """
-    reader = _request_reader(header.api_key, header.api_version)
-    if reader is None:
+    schema = request_schema(header.api_key, header.api_version)
+    if schema is None:
         raise InvalidRequest(f"no schema for api {header.api_key} v{header.api_version}")
     validate_request_body(header.api_key, header.api_version, frame, offset)
     try:
-        value, _size = reader(frame, offset)
+        value, _size = _reader(schema)(frame, offset)
     except Exception as exc:
         raise InvalidRequest(
-            f"malformed {request_schema(header.api_key, header.api_version).__name__} "
-            f"v{header.api_version}: {exc}"
+            f"malformed {schema.__name__} v{header.api_version}: {exc}"
         ) from exc
     return value
 
 
 @functools.cache
-def _request_reader(api_key: int, version: int) -> Any:
-    schema = request_schema(api_key, version)
-    return None if schema is None else entity_reader(schema)
+def _reader(schema: type[Any]) -> Any:
+    # Keyed by kio's schema classes, so bounded by the schemas kio ships.
+    return entity_reader(schema)
 
 
 def response_header_bytes(api_key: int, version: int, correlation_id: int) -> bytes:
@@ -209,7 +205,7 @@ def decode_response(api_key: int, version: int, frame: memoryview | bytes) -> tu
         raise InvalidRequest(f"no schema for api {api_key} v{version}")
     validate_request_body(api_key, version, frame, pos, response=True)
     try:
-        value, _size = entity_reader(schema)(frame, pos)
+        value, _size = _reader(schema)(frame, pos)
     except Exception as exc:
         raise InvalidRequest(f"malformed {schema.__name__} v{version}: {exc}") from exc
     return correlation_id, value

@@ -25,7 +25,6 @@ import types
 import typing
 from typing import Any
 
-from kio.index import load_request_schema, load_response_schema
 from kio.serial._introspect import (
     EntityField,
     EntityTupleField,
@@ -35,6 +34,8 @@ from kio.serial._introspect import (
     get_schema_field_type,
     is_optional,
 )
+
+from .schemas import request_schema, response_schema
 
 __all__ = ["Array", "Blob", "Fixed", "Node", "Struct", "request_plan"]
 
@@ -181,12 +182,17 @@ def entity_plan(entity: type, nullable: bool = False, path: str = "") -> Struct:
     return Struct(label, flexible, nullable, _merge_fixed(untagged), tuple(sorted(tags.items())))
 
 
-@functools.cache
 def request_plan(api_key: int, version: int, response: bool = False) -> Struct | None:
     """The plan of the request (or, with ``response``, the response) body of
-    ``(api_key, version)``; None if kio has no schema."""
-    try:
-        schema = (load_response_schema if response else load_request_schema)(api_key, version)
-    except Exception:
-        return None
+    ``(api_key, version)``; None if kio has no schema.
+
+    Plans are cached per schema class, so the cache holds at most one plan per schema kio
+    ships; an unknown pair is answered without touching it. Errors other than kio's "no such
+    schema" (a broken installation) propagate."""
+    schema = (response_schema if response else request_schema)(api_key, version)
+    return None if schema is None else _plan(schema)
+
+
+@functools.cache
+def _plan(schema: type) -> Struct:
     return entity_plan(schema)

@@ -34,13 +34,13 @@ us for a 10-partition Fetch, ~2-2.5 us for a 10-partition Produce (which the bro
 
 from __future__ import annotations
 
-import functools
 import struct
 from collections.abc import Callable
 from typing import Any
 
 from .errors import InvalidRequest
 from .request_plan import Array, Blob, Fixed, Node, Struct, fixed_size, min_size, request_plan
+from .schemas import has_schema
 from .varint import read_uvarint_rest as _varint
 
 __all__ = ["body_validator", "validate_request_body", "validator_source"]
@@ -239,9 +239,25 @@ class _Codegen:
         self.emit(node.item, out, indent + 1, depth + 1)
 
 
-@functools.cache
-def _compiled(api_key: int, version: int,
-              response: bool = False) -> tuple[Walker, str, tuple[str, ...]] | None:
+Compiled = tuple[Walker, str, tuple[str, ...]]
+
+
+def _compiled(api_key: int, version: int, response: bool = False) -> Compiled | None:
+    compiled = _walkers.get((api_key, version, response), _UNKNOWN)
+    if compiled is _UNKNOWN:
+        # Unknown pairs are refused before the cache, which therefore holds at most one
+        # walker per schema kio ships (a broker asks only for the versions it serves).
+        if not has_schema(api_key, version):
+            return None
+        compiled = _walkers[(api_key, version, response)] = _compile(api_key, version, response)
+    return compiled  # type: ignore[no-any-return]
+
+
+_walkers: dict[tuple[int, int, bool], Compiled | None] = {}
+_UNKNOWN: Any = object()
+
+
+def _compile(api_key: int, version: int, response: bool) -> Compiled | None:
     plan = request_plan(api_key, version, response)
     if plan is None:
         return None

@@ -6,7 +6,7 @@ docs/configuration.md is checked against this table by a unit test so it cannot 
 
 from __future__ import annotations
 
-from .types import LONG_MAX, ConfigDef, at_least, between, one_of
+from .types import INT_MAX, LONG_MAX, ConfigDef, at_least, between, one_of
 
 _PROTOCOL_MAP_DEFAULT = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
@@ -121,14 +121,30 @@ BROKER_CONFIGS: list[ConfigDef] = [
               "Threads used to recover logs at start-up.", [at_least(1)]),
     # --- network -----------------------------------------------------------------------
     ConfigDef("socket.request.max.bytes", "int", 104857600,
-              "Largest request frame; larger frames close the connection.", [at_least(1)]),
+              "Largest request frame; larger frames close the connection. Memory follows the "
+              "bytes that arrive, not the size a frame announces.", [at_least(1)]),
     ConfigDef("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF; -1 for the OS default."),
     ConfigDef("socket.receive.buffer.bytes", "int", 102400,
               "SO_RCVBUF; -1 for the OS default."),
     ConfigDef("connections.max.idle.ms", "long", 600000,
-              "Close connections idle this long.", [at_least(1)]),
+              "Close connections that have sent and received nothing for this long; one "
+              "waiting for an answer (long-poll fetch, group join) is not idle.",
+              [at_least(1)]),
+    ConfigDef("max.connections", "int", INT_MAX,
+              "Most client connections the broker keeps open; beyond it a new connection is "
+              "closed as soon as it is accepted (with a warning in the log).", [at_least(0)],
+              kafka="Kafka leaves new connections waiting in the accept backlog instead; "
+                    "listener.name.*.max.connections is not supported"),
     ConfigDef("queued.max.requests", "int", 500,
-              "Requests read ahead per connection before reading pauses.", [at_least(1)]),
+              "Requests read ahead per connection before reading pauses.", [at_least(1)],
+              kafka="per connection; Kafka's bounds the broker-wide request queue"),
+    ConfigDef("queued.max.request.bytes", "long", 104857600,
+              "Memory for requests being received, queued or handled, broker-wide; when it is "
+              "used up the broker stops reading from sockets until requests finish. -1 (or "
+              "0) for no limit. Bounded by default so that clients, hostile or not, cannot "
+              "make the broker hold more than about twice this (one request may exceed it "
+              "so that the largest allowed request always gets through).",
+              kafka="Kafka's default is -1 (no limit; the JVM heap is the bound)"),
     ConfigDef("num.network.threads", "int", 3, "Network threads.",
               kafka="accepted, no effect: one asyncio loop"),
     ConfigDef("num.io.threads", "int", 8, "I/O threads.",
