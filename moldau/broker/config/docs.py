@@ -127,10 +127,25 @@ def dynamic_table() -> str:
     return "\n".join(lines)
 
 
+BEGIN = "<!-- BEGIN GENERATED: python -m moldau.broker.config.docs -->"
+END = "<!-- END GENERATED -->"
+
+
+def generated_block() -> str:
+    """The generated part of docs/configuration.md, markers included."""
+    return (f"{BEGIN}\n## Broker keys\n\n{broker_table()}\n\n## Topic keys\n\n{topic_table()}"
+            f"\n\n## Dynamic broker keys\n\n{dynamic_table()}\n{END}")
+
+
+def rewrite(doc: str) -> str:
+    """``doc`` with its generated block replaced by the current tables."""
+    start, end = doc.index(BEGIN), doc.index(END) + len(END)
+    return doc[:start] + generated_block() + doc[end:]
+
+
 if __name__ == "__main__":
-    print("## Broker keys\n")
-    print(broker_table())
-    print("\n## Topic keys\n")
-    print(topic_table())
-    print("\n## Dynamic broker keys\n")
-    print(dynamic_table())
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
+    path.write_text(rewrite(path.read_text()))
+    print(f"rewrote the generated tables of {path}")

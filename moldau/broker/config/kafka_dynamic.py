@@ -109,8 +109,6 @@ _KAFKA_ONLY: list[tuple[ConfigDef, str]] = [
     (ConfigDef("sasl.login.refresh.buffer.seconds", "int", 300,
                "Time kept before credential expiry when refreshing (s).", [_SHORT]), SASL),
     # --- connections (SocketServer, DynamicListenerConfig)
-    (ConfigDef("max.connections", "int", INT_MAX, "Connections the broker accepts in all.",
-               [at_least(0)]), SOCKET),
     (ConfigDef("max.connections.per.ip", "int", INT_MAX, "Connections accepted per address.",
                [at_least(0)]), SOCKET),
     (ConfigDef("max.connections.per.ip.overrides", "string", "",
@@ -187,6 +185,7 @@ _ALSO_MOLDAU: dict[str, str] = {
     "num.network.threads": THREADS, "num.io.threads": THREADS,
     "num.recovery.threads.per.data.dir": THREADS,
     "log.cleaner.backoff.ms": CLEANER, "producer.id.expiration.ms": PRODUCER,
+    "max.connections": SOCKET,
     # DynamicLogConfig: the first broker synonym of each topic config
     **{name: LOG for name in (
         "log.segment.bytes", "log.roll.ms", "log.roll.jitter.ms", "log.index.size.max.bytes",

@@ -6,11 +6,12 @@ from pathlib import Path
 
 from moldau.broker.config.docs import broker_table, dynamic_table, topic_table
 
+REGENERATE = "regenerate: python -m moldau.broker.config.docs (rewrites the block)"
 DOC = Path(__file__).resolve().parents[3] / "docs" / "configuration.md"
 
 
 def test_configuration_doc_is_current() -> None:
     text = DOC.read_text()
-    assert broker_table() in text, "regenerate: python -m moldau.broker.config.docs"
-    assert topic_table() in text, "regenerate: python -m moldau.broker.config.docs"
-    assert dynamic_table() in text, "regenerate: python -m moldau.broker.config.docs"
+    assert broker_table() in text, REGENERATE
+    assert topic_table() in text, REGENERATE
+    assert dynamic_table() in text, REGENERATE
