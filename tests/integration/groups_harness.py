@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.testing.processes import kill, terminate
+from moldau.testing.tail import complete_lines
 
 REPO = Path(__file__).resolve().parents[2]
 JS_DIR = REPO / "tests" / "compat" / "js"
@@ -240,10 +241,8 @@ class Worker:
     def events(self) -> list[dict[str, Any]]:
         if self.parse is not None:
             return self.parse(self)
-        if not self.out.exists():
-            return []
-        lines = self.out.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        # The worker is still writing: its last line may be half there.
+        return [json.loads(line) for line in complete_lines(self.out) if line.strip()]
 
     def assignment(self) -> set[int]:
         """Partitions currently owned, replaying assign/revoke events."""
@@ -324,19 +323,18 @@ def _parse_kcat(worker: Worker) -> list[dict[str, Any]]:
     """kcat -G: records on stdout ("rec P O"), rebalances on stderr ("% Group ... rebalanced
     ... assigned: topic [0], topic [3]" / "revoked: ...")."""
     events: list[dict[str, Any]] = []
-    if worker.stderr_path is not None and worker.stderr_path.exists():
-        for line in worker.stderr_path.read_text(errors="replace").splitlines():
+    if worker.stderr_path is not None:
+        for line in complete_lines(worker.stderr_path):
             for kind in ("assigned", "revoked"):
                 marker = f"{kind}: "
                 if marker in line:
                     parts = [int(x.split("]")[0]) for x in line.split(marker, 1)[1].split("[")[1:]]
                     events.append({"e": "assign" if kind == "assigned" else "revoke",
                                    "p": parts, "t": 0.0})
-    if worker.out.exists():
-        for line in worker.out.read_text(errors="replace").splitlines():
-            bits = line.split()
-            if len(bits) == 3 and bits[0] == "rec":
-                events.append({"e": "rec", "p": int(bits[1]), "o": int(bits[2]), "t": 0.0})
+    for line in complete_lines(worker.out):
+        bits = line.split()
+        if len(bits) == 3 and bits[0] == "rec":
+            events.append({"e": "rec", "p": int(bits[1]), "o": int(bits[2]), "t": 0.0})
     return events
 
 
