@@ -350,6 +350,30 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str,
     raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs}")
 
 
+def hung_up_connections(port: int) -> int:
+    """TCP connections to local ``port`` whose client has hung up while the server has not yet
+    closed its side (CLOSE_WAIT in /proc/net/tcp).
+
+    After a kill -9 the kernel closes the dead client's sockets at once; what it had sent (a
+    commit in flight) sits in the broker's receive buffer until the broker reads it and then
+    the end of file, and closes. So once no such connection is left, everything the killed
+    member sent has been handled: the event to wait for instead of a pause.
+    """
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "08":  # CLOSE_WAIT
+            count += 1
+    return count
+
+
+def wait_for_hangups(port: int, workers: Iterable[Worker] = (), timeout: float = 30) -> None:
+    """Wait until the broker on ``port`` has handled every connection a client closed (see
+    :func:`hung_up_connections`)."""
+    wait_until(lambda: hung_up_connections(port) == 0, timeout,
+               "the broker to finish the connections of the killed member", workers)
+
+
 def node_available() -> bool:
     return shutil.which("node") is not None and (JS_DIR / "node_modules" / "kafkajs").exists()
 

@@ -72,3 +72,21 @@ def test_an_answer_is_returned(server) -> None:
     with Wire(port, timeout=5) as wire:
         wire.send(b"\x00\x00\x00\x01x")
         assert wire.read_frame_or_close() == b"abc"
+
+
+def test_hung_up_connections_counts_what_the_server_has_not_closed() -> None:
+    """The event the group tests wait for after a kill -9: the broker has handled (read to
+    the end, and closed) every connection whose client went away."""
+    from groups_harness import hung_up_connections
+
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+        client = socket.create_connection(("127.0.0.1", port))
+        conn, _ = listener.accept()
+        assert hung_up_connections(port) == 0
+        client.sendall(b"a commit in flight")
+        client.close()  # the kernel sends the data, then FIN
+        assert hung_up_connections(port) == 1
+        assert conn.recv(100) == b"a commit in flight"
+        conn.close()
+        assert hung_up_connections(port) == 0
