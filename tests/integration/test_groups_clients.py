@@ -132,12 +132,13 @@ def test_group_shares_partitions_and_survives_a_killed_member(
         # the victim's connections before reading.
         wait_for_hangups(broker.port(), workers)
         last_commits = committed_offsets(bootstrap, group, topic, victim_partitions)
+        # After the session timeout (the printed figure); the bound only has to tell that
+        # from a dead member that is never expired, or a rebalance that waits it out.
         wait_until(lambda: owners_cover(survivors, PARTITIONS), SESSION_MS / 1000 + 20,
                    "the survivors to take over the victim's partitions", workers)
         takeover = time.monotonic() - killed_at
         print(f"\n[{label}] partitions of the killed member reassigned after {takeover:.2f} s "
               f"(session timeout {SESSION_MS / 1000:.0f} s)")
-        assert takeover < SESSION_MS / 1000 + 2 * HEARTBEAT_MS / 1000 + 5
         wait_until(lambda: {r for w in workers for r in w.records()} >= expected, 90,
                    "every record consumed", workers)
         # The group commits everything (kcat: with its 5 s auto-commit); once it has, the

@@ -112,7 +112,7 @@ def test_request_timeout_names_broker_and_closes_connection() -> None:
             started = time.monotonic()
             with pytest.raises(KafkaConnectionError) as info:
                 await conn.connect()
-            assert time.monotonic() - started < 5
+            assert time.monotonic() - started < 15  # the 300 ms limit, not the server's 30 s
             assert info.value.reason == "timeout"
             assert f"127.0.0.1:{port}" in str(info.value)
             assert "socket.connection.setup.timeout.ms=300" in str(info.value)
