@@ -21,7 +21,7 @@ import pytest
 
 from moldau.client import AddressMap
 from moldau.doctor import Outcome, diagnose, observe, render_text
-from moldau.testing.processes import free_port
+from moldau.testing.processes import closed_port, free_port
 from moldau.testing.runner import InProcessBroker
 
 # How long the doctor waits for an answer. Healthy answers come in milliseconds, but the
@@ -98,8 +98,9 @@ def test_unresolvable_advertised_name(tmp_path: Any) -> None:
 
 
 def test_refused_advertised_port(tmp_path: Any) -> None:
-    a, b, closed = free_port(), free_port(), free_port()
-    with broker(tmp_path, "b", two_listeners(a, b, f"127.0.0.1:{closed}")):
+    a, b = free_port(), free_port()
+    with closed_port() as closed, \
+            broker(tmp_path, "b", two_listeners(a, b, f"127.0.0.1:{closed}")):
         report = run_doctor(f"127.0.0.1:{a}")
         assert [f.code for f in report.findings] == ["refused"]
         assert report.observations.brokers[0].direct.outcome is Outcome.REFUSED
@@ -150,11 +151,11 @@ def test_mixed_listener_bootstrap_list(tmp_path: Any) -> None:
 
 
 def test_no_bootstrap_address_answers() -> None:
-    closed = free_port()
-    report = run_doctor(f"127.0.0.1:{closed}")
-    assert [f.code for f in report.findings] == ["bootstrap-refused"]
-    assert report.exit_code == 1
-    result = cli("-b", f"127.0.0.1:{closed}")
+    with closed_port() as closed:
+        report = run_doctor(f"127.0.0.1:{closed}")
+        assert [f.code for f in report.findings] == ["bootstrap-refused"]
+        assert report.exit_code == 1
+        result = cli("-b", f"127.0.0.1:{closed}")
     assert result.returncode == 1
     assert "No bootstrap address answered" in result.stdout
 

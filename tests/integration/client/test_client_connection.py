@@ -21,11 +21,12 @@ from moldau.client import (
 from moldau.client.connection import BrokerConnection
 from moldau.client.versions import client_range
 from moldau.protocol.api_keys import ApiKey
+from moldau.testing.processes import closed_port
 from moldau.testing.runner import InProcessBroker
 
 from .conftest import broker_versions, require_apis, topic_name
 from .faulty_proxy import FaultyProxy
-from .peers import Peer, free_port
+from .peers import Peer
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -168,8 +169,7 @@ def test_request_timeout_after_connect() -> None:
 
 
 def test_connection_errors_say_which_address_and_why() -> None:
-    async def main() -> None:
-        port = free_port()
+    async def main(port: int) -> None:
         with pytest.raises(KafkaConnectionError) as info:
             await BrokerConnection("127.0.0.1", port).connect()
         assert info.value.reason == "refused"
@@ -184,14 +184,19 @@ def test_connection_errors_say_which_address_and_why() -> None:
             await admin.start()
         await admin.close()
 
-    asyncio.run(main())
+    with closed_port() as port:
+        asyncio.run(main(port))
 
 
 def test_unreachable_advertised_address_hint_and_address_map() -> None:
     """The NAT case of seed 002: the bootstrap address works, but the metadata names an
     address the client cannot reach. The error names that address, says where it came from
     and points at broker.address.map; with the map, the same client works."""
-    dead = free_port()  # what the broker advertises: nothing listens there
+    with closed_port() as dead:  # what the broker advertises: connections are refused
+        _unreachable_then_mapped(dead)
+
+
+def _unreachable_then_mapped(dead: int) -> None:
     settings = {"advertised.listeners": f"PLAINTEXT://127.0.0.1:{dead}"}
     with InProcessBroker(settings=settings) as broker:
         real = broker.broker.bound_port()
