@@ -5,11 +5,12 @@ Everything here acts on one process the caller started (by its ``Popen``), never
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 
@@ -18,6 +19,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 where connections are refused, for as long as the block runs.
+
+    The port is bound but never listened on: a connect gets "connection refused", and no
+    other process can take the port meanwhile (a port from :func:`free_port` that a test
+    only means to keep dead may be bound by anything on the machine a moment later).
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield int(s.getsockname()[1])
 
 
 def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..protocol import properties
 from .processes import child_env, kill, terminate
+from .tail import complete_lines
 
 _STARTED = re.compile(
     r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<listeners>[^ ,]+(?:, [^ ,]+)*)"
@@ -95,8 +96,9 @@ class BrokerProcess:
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text_now = self.log_path.read_bytes()[start_at:].decode(errors="replace")
-            for line in text_now.splitlines():
+            # The broker is still writing its log: a half-written last line would give a
+            # port cut short ("...:4" of ":45678").
+            for line in complete_lines(self.log_path, start_at):
                 match = _STARTED.search(line)
                 if match:
                     self.cluster_id = match["cluster"]
@@ -106,6 +108,7 @@ class BrokerProcess:
                     }
                     return self
             if self.proc.poll() is not None:
+                text_now = self.log_path.read_bytes()[start_at:].decode(errors="replace")
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{text_now}")
             time.sleep(0.05)
         self.kill()

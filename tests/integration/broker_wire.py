@@ -69,6 +69,27 @@ class Wire:
             out += chunk
         return bytes(out)
 
+    def read_frame_or_close(self, what: str = "") -> bytes | None:
+        """The next response frame, or ``None`` when the broker closed the connection (EOF
+        or reset: a clean disconnect). A broker that does neither within the socket's
+        time-out fails the test: a hang is not a disconnect."""
+        try:
+            return self.read_frame()
+        except TimeoutError:
+            raise AssertionError(
+                f"the broker neither answered nor closed the connection within "
+                f"{self.sock.gettimeout()} s{': ' + what if what else ''}") from None
+        except ConnectionError:
+            return None
+
+    def send_or_close(self, data: bytes) -> bool:
+        """Send ``data``; False if the broker had already closed the connection."""
+        try:
+            self.sock.sendall(data)
+        except ConnectionError:
+            return False
+        return True
+
     def closed_by_broker(self, timeout: float = 10.0) -> bool:
         """True when the broker closes the connection within ``timeout`` without sending
         anything; False if it answered with bytes or kept the connection open."""

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from moldau.testing.processes import kill, terminate
+from moldau.testing.tail import complete_lines
 
 REPO = Path(__file__).resolve().parents[2]
 JS_DIR = REPO / "tests" / "compat" / "js"
@@ -240,10 +241,8 @@ class Worker:
     def events(self) -> list[dict[str, Any]]:
         if self.parse is not None:
             return self.parse(self)
-        if not self.out.exists():
-            return []
-        lines = self.out.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        # The worker is still writing: its last line may be half there.
+        return [json.loads(line) for line in complete_lines(self.out) if line.strip()]
 
     def assignment(self) -> set[int]:
         """Partitions currently owned, replaying assign/revoke events."""
@@ -324,19 +323,18 @@ def _parse_kcat(worker: Worker) -> list[dict[str, Any]]:
     """kcat -G: records on stdout ("rec P O"), rebalances on stderr ("% Group ... rebalanced
     ... assigned: topic [0], topic [3]" / "revoked: ...")."""
     events: list[dict[str, Any]] = []
-    if worker.stderr_path is not None and worker.stderr_path.exists():
-        for line in worker.stderr_path.read_text(errors="replace").splitlines():
+    if worker.stderr_path is not None:
+        for line in complete_lines(worker.stderr_path):
             for kind in ("assigned", "revoked"):
                 marker = f"{kind}: "
                 if marker in line:
                     parts = [int(x.split("]")[0]) for x in line.split(marker, 1)[1].split("[")[1:]]
                     events.append({"e": "assign" if kind == "assigned" else "revoke",
                                    "p": parts, "t": 0.0})
-    if worker.out.exists():
-        for line in worker.out.read_text(errors="replace").splitlines():
-            bits = line.split()
-            if len(bits) == 3 and bits[0] == "rec":
-                events.append({"e": "rec", "p": int(bits[1]), "o": int(bits[2]), "t": 0.0})
+    for line in complete_lines(worker.out):
+        bits = line.split()
+        if len(bits) == 3 and bits[0] == "rec":
+            events.append({"e": "rec", "p": int(bits[1]), "o": int(bits[2]), "t": 0.0})
     return events
 
 
@@ -350,6 +348,30 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str,
         time.sleep(0.05)
     logs = "\n".join(f"--- {w.name} (exit {w.proc.poll()}):\n{w.log()}" for w in workers)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}\n{logs}")
+
+
+def hung_up_connections(port: int) -> int:
+    """TCP connections to local ``port`` whose client has hung up while the server has not yet
+    closed its side (CLOSE_WAIT in /proc/net/tcp).
+
+    After a kill -9 the kernel closes the dead client's sockets at once; what it had sent (a
+    commit in flight) sits in the broker's receive buffer until the broker reads it and then
+    the end of file, and closes. So once no such connection is left, everything the killed
+    member sent has been handled: the event to wait for instead of a pause.
+    """
+    count = 0
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "08":  # CLOSE_WAIT
+            count += 1
+    return count
+
+
+def wait_for_hangups(port: int, workers: Iterable[Worker] = (), timeout: float = 30) -> None:
+    """Wait until the broker on ``port`` has handled every connection a client closed (see
+    :func:`hung_up_connections`)."""
+    wait_until(lambda: hung_up_connections(port) == 0, timeout,
+               "the broker to finish the connections of the killed member", workers)
 
 
 def node_available() -> bool:

@@ -12,12 +12,11 @@ are printed.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from groups_harness import start_worker, wait_until
+from groups_harness import start_worker, wait_for_hangups, wait_until
 from test_groups_clients import committed_offsets, create_topic, produce, unique
 
 from moldau.testing.runner import BrokerProcess
@@ -53,7 +52,9 @@ def test_crash_redelivers_only_what_was_not_committed(mode: str, broker: BrokerP
         wait_until(lambda: len(first.records()) >= RECORDS // 2, 60, "half the records",
                    [first])
         first.kill()
-        time.sleep(0.5)  # let a commit sent just before the kill land
+        # A commit sent just before the kill lands (or is dropped) when the broker has
+        # handled the dead member's connections: wait for that, not for a fixed pause.
+        wait_for_hangups(broker.port(), [first])
         committed = committed_offsets(bootstrap, group, topic, {0})[0]
         processed_by_first = {o for _, o in first.records()}
         second = start_worker("confluent", tmp_path, "second", bootstrap, group, topic,

@@ -21,6 +21,7 @@ from groups_harness import (
     check_at_least_once,
     check_duplicates_only_after_last_commit,
     start_worker,
+    wait_for_hangups,
     wait_until,
 )
 from test_groups_clients import committed_offsets, create_topic, owners_cover, produce, unique
@@ -68,7 +69,7 @@ def test_librdkafka_consumer_protocol_joins_and_rebalances(broker: BrokerProcess
         victim_partitions = victim.assignment()
         victim.kill()
         killed_at = time.monotonic()
-        time.sleep(0.5)
+        wait_for_hangups(broker.port(), workers)  # a commit in flight has landed (or not)
         last_commits = committed_offsets(bootstrap, group, topic, victim_partitions)
         wait_until(lambda: len(last.assignment()) == 6, SESSION_MS / 1000 + 15,
                    "the last member to own every partition", workers)

@@ -53,7 +53,8 @@ def test_produce_summary_line_and_group_consume(broker: BrokerProcess) -> None:
     assert re.search(r"^2000 records sent, [\d.]+ records/sec \([\d.]+ MB/sec\), [\d.]+ ms avg "
                      r"latency, [\d.]+ ms max latency, [\d.]+ ms 50th, [\d.]+ ms 95th, "
                      r"[\d.]+ ms 99th, [\d.]+ ms 99.9th\.$", out.stdout, re.M), out.stdout
-    # throttled to 4000 records/s: 2000 records take about half a second
+    # throttled to 4000 records/s: 2000 records take about half a second (a loaded machine
+    # only makes it slower; a broken throttle sends much faster)
     rate = float(re.search(r"([\d.]+) records/sec", out.stdout.splitlines()[-1])[1])
     assert rate < 6000
 
@@ -72,7 +73,11 @@ def test_e2e(broker: BrokerProcess) -> None:
     assert out.returncode == 0, out.stderr
     result = json.loads(out.stdout)
     assert result["sent"] == 2000 and result["received"] == 2000
-    assert 900 < result["achieved_rate"] < 1100
+    # The pacer sends record i at start + i/rate, so it can never be ahead of 1000/s (2000
+    # records take at least 1.999 s); without it the records would go out at tens of
+    # thousands per second. A loaded machine can only make it slower, which is no defect.
+    assert result["achieved_rate"] <= 1010, result
+    assert result["elapsed_s"] >= 1.99, result
     e2e = result["end_to_end_ms"]
     assert e2e["count"] > 1000 and 0 < e2e["p50"] <= e2e["p99"]
 

@@ -97,7 +97,7 @@ def segments(broker: BrokerProcess, topic: str) -> list[Path]:
     return sorted((broker.data_dir / f"{topic}-0").glob("*.log"))
 
 
-def wait_until(what: str, check: Callable[[], bool], timeout: float = 15.0) -> None:
+def wait_until(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -158,20 +158,24 @@ def test_segments_roll_by_size(broker: BrokerProcess, admin: AdminClient) -> Non
 
 
 def test_segments_roll_by_time(broker: BrokerProcess, admin: AdminClient) -> None:
+    """segment.ms, as Kafka applies it: a batch rolls the active segment when its timestamp
+    is more than segment.ms past that of the segment's first batch. The records carry set
+    timestamps, so how long the clients take to start (seconds on a busy machine, which
+    rolled or did not roll a segment when this test slept 1 s against 800 ms) is no factor."""
     topic = new_topic(admin, {"segment.ms": "800"})
-    produce_confluent(broker, topic, 3)
+    t0 = int(time.time() * 1000)
+    produce_confluent(broker, topic, 3, timestamp_ms=t0)
     assert len(segments(broker, topic)) == 1
-    time.sleep(1.0)
-    produce_confluent(broker, topic, 3)
+    produce_confluent(broker, topic, 3, timestamp_ms=t0 + 1000)
     assert len(segments(broker, topic)) == 2
-    # Within segment.ms nothing rolls.
-    produce_confluent(broker, topic, 3)
+    # Within segment.ms of the new segment's first batch nothing rolls.
+    produce_confluent(broker, topic, 3, timestamp_ms=t0 + 1500)
     assert len(segments(broker, topic)) == 2
     assert [int(f.stem) for f in segments(broker, topic)] == [0, 3]
-    # segment.ms changed at runtime applies to the next append.
+    # segment.ms changed at runtime applies to the next append (2 s past the segment's first
+    # batch: 800 ms would roll).
     alter(admin, topic, segment_ms=str(7 * 24 * HOUR_MS))
-    time.sleep(1.0)
-    produce_confluent(broker, topic, 1)
+    produce_confluent(broker, topic, 1, timestamp_ms=t0 + 3000)
     assert len(segments(broker, topic)) == 2
 
 
@@ -333,11 +337,23 @@ def test_delete_records_moves_the_low_watermark(broker: BrokerProcess,
 
 def test_retention_ms_change_applies_without_restart(broker: BrokerProcess,
                                                      admin: AdminClient) -> None:
-    topic = new_topic(admin, {"segment.bytes": "2048", "retention.ms": "-1"})
-    produce_confluent(broker, topic, 60, timestamp_ms=int(time.time() * 1000) - 48 * HOUR_MS)
-    produce_confluent(broker, topic, 10, prefix="fresh")
-    time.sleep(1.0)  # five retention checks: retention.ms=-1 keeps everything
-    assert earliest(broker, topic) == 0
+    old_ms = int(time.time() * 1000) - 48 * HOUR_MS
+
+    def old_and_fresh(configs: dict[str, str]) -> str:
+        name = new_topic(admin, {"segment.bytes": "2048", **configs})
+        produce_confluent(broker, name, 60, timestamp_ms=old_ms)
+        produce_confluent(broker, name, 10, prefix="fresh")
+        return name
+
+    # Two controls that keep an hour, around the topic that keeps everything: once both lost
+    # their old records, retention checks have looked at the topic after its records were
+    # written (a wait for that event, instead of a pause that may hold no check at all).
+    before = old_and_fresh({"retention.ms": str(HOUR_MS)})
+    topic = old_and_fresh({"retention.ms": "-1"})
+    after = old_and_fresh({"retention.ms": str(HOUR_MS)})
+    wait_until("retention checks ran",
+               lambda: earliest(broker, before) > 0 and earliest(broker, after) > 0)
+    assert earliest(broker, topic) == 0  # retention.ms=-1 keeps everything
     alter(admin, topic, retention_ms=str(HOUR_MS))
     wait_until("retention.ms acts", lambda: earliest(broker, topic) > 0)
 

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from moldau.testing.tail import complete_text
+
 from .lab import Lab, Netns
 
 _STARTED = re.compile(r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<rest>.*)")
@@ -50,7 +52,9 @@ def _wait_for_line(proc: subprocess.Popen[bytes], log_path: Path, pattern: re.Pa
                    timeout: float, what: str) -> re.Match[str]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = log_path.read_text(errors="replace") if log_path.exists() else ""
+        # The process is still writing: match complete lines only (a port cut short, or a
+        # JSON line cut in two, must wait for the next poll).
+        text = complete_text(log_path)
         match = pattern.search(text)
         if match:
             return match

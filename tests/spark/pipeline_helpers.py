@@ -15,6 +15,7 @@ from typing import Any
 
 from moldau.client import SyncConsumer, SyncProducer
 from moldau.testing.processes import free_port, terminate
+from moldau.testing.tail import complete_text
 
 KNOWN = {"c0": {"segment": "gold", "region": "north"},
          "c1": {"segment": "silver", "region": "south"},
@@ -95,7 +96,7 @@ class Standalone:
 def _wait_for(path: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        text = path.read_text(errors="replace") if path.exists() else ""
+        text = complete_text(path)  # the process is still writing its log
         if re.search(pattern, text):
             return
         if proc.poll() is not None:

@@ -115,9 +115,12 @@ def test_compacted_topic_reference_while_running(spark: Any, broker: BrokerProce
     runner.start()
     try:
         produce_events(head_office.bootstrap, source, 0, 10, head_office.client)
-        time.sleep(1)
-        produce_events(head_office.bootstrap, source, 10, 10, head_office.client)
+        # The second wave once the first is tagged: the running query picks up new events.
         tags: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 120
+        while len(tags) < 10 and runner.is_alive() and time.monotonic() < deadline:
+            tags = read_tags(broker.bootstrap, target, 10, timeout=2)
+        produce_events(head_office.bootstrap, source, 10, 10, head_office.client)
         deadline = time.monotonic() + 120
         while len(tags) < 20 and runner.is_alive() and time.monotonic() < deadline:
             tags = read_tags(broker.bootstrap, target, 20, timeout=2)

@@ -152,14 +152,21 @@ def test_admission_control_on_the_driver(broker: BrokerProcess, new_topic: Any,
     ranges = {(p.partition, p.start, p.end) for p in r2.partitions(offset, end)}
     assert (2, 0, 1) in ranges
 
-    # minOffsetsPerTrigger waits for enough records, or for maxTriggerDelay.
-    r3 = reader(broker, topic, minOffsetsPerTrigger="100", maxTriggerDelay="1s")
+    # minOffsetsPerTrigger waits for enough records, or for maxTriggerDelay: 3 records
+    # (fewer than 100) are admitted once the delay has passed, never before. The reader's
+    # clock starts when it is made, after `made`; so however slowly the machine runs the
+    # producer and the calls, admission may not come sooner than 2 s after `made` (and a
+    # reader that ignored the delay would admit them on the first call after fill()).
+    made = time.monotonic()
+    r3 = reader(broker, topic, minOffsetsPerTrigger="100", maxTriggerDelay="2s")
     assert r3.getDefaultReadLimit() == ReadMinRows(100)
     assert r3.latestOffset(end, ReadMinRows(100)) == end
     fill(broker.bootstrap, topic, 63, 3, partitions=3)
-    assert r3.latestOffset(end, ReadMinRows(100)) == end
-    time.sleep(1.2)
-    assert rows(r3.latestOffset(end, ReadMinRows(100))) == rows(end) + 3
+    while (admitted := r3.latestOffset(end, ReadMinRows(100))) == end:
+        assert time.monotonic() - made < 60, "the 3 records were never admitted"
+        time.sleep(0.05)
+    assert time.monotonic() - made >= 2.0, "admitted before maxTriggerDelay"
+    assert rows(admitted) == rows(end) + 3
 
 
 def test_data_loss_is_reported_when_planning(broker: BrokerProcess, new_topic: Any) -> None:

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from moldau.testing.processes import free_port
+from moldau.testing.processes import closed_port, free_port
 from moldau.testing.runner import BrokerProcess
 
-from .conftest import kcat, moldau, moldau_many, unique
+from .conftest import Result, kcat, moldau, moldau_many, unique
 
 
 def test_metadata_matches_kcat(bootstrap: str) -> None:
@@ -42,15 +42,9 @@ def test_metadata_matches_kcat(bootstrap: str) -> None:
 
 
 def test_unreachable_bootstrap_is_one_clear_line() -> None:
-    dead = f"127.0.0.1:{free_port()}"
-    results = moldau_many(
-        ["metadata", "-b", dead, "--timeout", "1"],
-        ["topics", "--bootstrap-server", dead, "--list", "--timeout", "1"],
-        (["produce", "-b", dead, "--topic", "t", "--timeout", "1"], "x\n"),
-        ["consume", "-b", dead, "--topic", "t", "--timeout", "1"],
-        ["configs", "-b", dead, "--topic", "t", "--describe", "--timeout", "1"],
-        ["groups", "-b", dead, "--list", "--timeout", "1"],
-    )
+    with closed_port() as port:
+        dead = f"127.0.0.1:{port}"
+        results = _on_every_tool(dead)
     for r in results:
         r.failed()
         final = r.stderr.strip().splitlines()[-1]
@@ -62,14 +56,26 @@ def test_unreachable_bootstrap_is_one_clear_line() -> None:
     assert "is not host:port" in malformed.failed(2).stderr
 
 
+def _on_every_tool(dead: str) -> list[Result]:
+    return moldau_many(
+        ["metadata", "-b", dead, "--timeout", "1"],
+        ["topics", "--bootstrap-server", dead, "--list", "--timeout", "1"],
+        (["produce", "-b", dead, "--topic", "t", "--timeout", "1"], "x\n"),
+        ["consume", "-b", dead, "--topic", "t", "--timeout", "1"],
+        ["configs", "-b", dead, "--topic", "t", "--describe", "--timeout", "1"],
+        ["groups", "-b", dead, "--list", "--timeout", "1"],
+    )
+
+
 @pytest.fixture(scope="module")
 def hidden_broker() -> Iterator[tuple[BrokerProcess, str, str]]:
     """A broker that advertises 127.0.0.1:<a dead port> for its real listener."""
-    real, dead = free_port(), free_port()
-    settings = {"listeners": f"PLAINTEXT://127.0.0.1:{real}",
-                "advertised.listeners": f"PLAINTEXT://127.0.0.1:{dead}"}
-    with BrokerProcess(settings=settings) as proc:
-        yield proc, f"127.0.0.1:{real}", f"127.0.0.1:{dead}"
+    real = free_port()
+    with closed_port() as dead:
+        settings = {"listeners": f"PLAINTEXT://127.0.0.1:{real}",
+                    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{dead}"}
+        with BrokerProcess(settings=settings) as proc:
+            yield proc, f"127.0.0.1:{real}", f"127.0.0.1:{dead}"
 
 
 def test_advertised_address_unreachable(hidden_broker: tuple[BrokerProcess, str, str]) -> None:

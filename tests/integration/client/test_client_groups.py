@@ -144,13 +144,13 @@ async def _survivors(broker: BrokerProcess, topic: str, group: str, total: int, 
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
     killed_at = time.monotonic()
+    # The takeover waits for the session timeout; the bound only has to tell that from a
+    # member that is never expired (or waits out a rebalance timeout), not measure it.
     while not all(len(c.assignment()) == 3 for c in consumers):
-        assert time.monotonic() - killed_at < SESSION_MS / 1000 + 8, "no takeover"
+        assert time.monotonic() - killed_at < SESSION_MS / 1000 + 15, "no takeover"
         await round_()
-    takeover = time.monotonic() - killed_at
-    assert takeover < SESSION_MS / 1000 + 5, f"takeover took {takeover:.1f}s"
     while len(set(seen) | _victim_seen(lines)) < total:
-        assert time.monotonic() - killed_at < 30, "records missing"
+        assert time.monotonic() - killed_at < 60, "records missing"
         await round_()
     for c in consumers:
         await c.close()

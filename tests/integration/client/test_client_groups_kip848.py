@@ -78,10 +78,9 @@ def test_share_leave_and_crash(broker: BrokerProcess) -> None:
                             what="takeover after leave")
         await crash(consumers[1])
         polling.remove(consumers[1])
-        start = time.monotonic()
+        # After the session timeout; the bound tells that from a member never expired.
         await polling.until(lambda: len(consumers[2].assignment()) == 6,
-                            what="takeover after crash")
-        assert time.monotonic() - start < SESSION_MS / 1000 + 5
+                            timeout=SESSION_MS / 1000 + 15, what="takeover after crash")
         await produce(broker, topic, 12, 6, start=60)
         await polling.until(lambda: len(polling.values()) >= 72)
         await consumers[2].close()

@@ -221,6 +221,8 @@ def test_seek_position_and_offset_reset(peer: Peer) -> None:
             assert await c.end_offsets([tp]) == {tp: 50}
             assert await c.beginning_offsets([tp]) == {tp: 0}
 
+    asyncio.run(main())
+
 
 def test_offset_out_of_range_resets(peer: Peer) -> None:
     require_apis(peer, ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS)

@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.testing.processes import closed_port
 from moldau.testing.proxy import UNREACHABLE_HOST, ProxyProcess, free_port, proxied_broker
 from moldau.testing.runner import BrokerProcess
 
@@ -211,11 +212,11 @@ def test_unreachable_upstream_closes_the_client_and_says_why() -> None:
 
 
 def test_start_fails_clearly_when_no_bootstrap_server_answers(tmp_path: Path) -> None:
-    port = free_port()
-    proxy = ProxyProcess(f"127.0.0.1:{port}", args=["--startup-timeout-ms", "1500"],
-                         log_path=tmp_path / "proxy.log")
-    with pytest.raises(RuntimeError) as info:
-        proxy.start(timeout=20)
+    with closed_port() as port:
+        proxy = ProxyProcess(f"127.0.0.1:{port}", args=["--startup-timeout-ms", "1500"],
+                             log_path=tmp_path / "proxy.log")
+        with pytest.raises(RuntimeError) as info:
+            proxy.start(timeout=20)
     text = str(info.value)
     assert "exited with 1" in text
     assert f"cannot fetch metadata from the upstream cluster at 127.0.0.1:{port}" in text
@@ -224,9 +225,14 @@ def test_start_fails_clearly_when_no_bootstrap_server_answers(tmp_path: Path) ->
 
 
 def test_sigterm_while_the_cluster_does_not_answer_yet() -> None:
+    with closed_port() as port:
+        _sigterm_during_start_up(port)
+
+
+def _sigterm_during_start_up(port: int) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "moldau.cli.main", "proxy", "--json", "--bootstrap-server",
-         f"127.0.0.1:{free_port()}", "--startup-timeout-ms", "60000"],
+         f"127.0.0.1:{port}", "--startup-timeout-ms", "60000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stderr is not None
     line = proc.stderr.readline()  # the signal handlers are in place before this line

@@ -1,0 +1,118 @@
+"""The README's tour, run as a newcomer runs it: every command of its shell blocks and its
+seed 004 Python snippet, in order, against a broker started from ``make run``'s embedded
+settings (only the bootstrap address is changed). The commands that need a remote broker use
+documentation addresses, which the README must mark as placeholders.
+
+Found by a newcomer: the snippet needed confluent-kafka without saying so, and left its
+consumer in ``mygroup`` for the session timeout, so the next command of the tour,
+``--reset-offsets --execute``, failed (the group was still Stable).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from moldau.testing.runner import BrokerProcess
+
+ROOT = Path(__file__).resolve().parents[3]
+README = ROOT / "README.md"
+EMBEDDED = ROOT / "moldau" / "broker" / "config" / "server.properties"
+PLACEHOLDERS = ("203.0.113.7", "10.0.0.5")
+
+
+def fenced_blocks(language: str) -> list[str]:
+    text = README.read_text()
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, re.M | re.S)
+
+
+def commands(block: str) -> list[str]:
+    """The block's commands: continuation lines joined, comments and blank lines dropped."""
+    joined = re.sub(r"\\\n\s*", "", block)
+    return [line for line in joined.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def block_with(language: str, needle: str) -> str:
+    [block] = [b for b in fenced_blocks(language) if needle in b]
+    return block
+
+
+@pytest.fixture(scope="module")
+def make_run_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """``make run``'s broker: the embedded server.properties, on a free port and a temporary
+    data directory instead of localhost:9092 and ./data."""
+    data = tmp_path_factory.mktemp("make-run") / "data"
+    text = EMBEDDED.read_text()
+    text = re.sub(r"^listeners=.*$", "listeners=PLAINTEXT://127.0.0.1:0", text, flags=re.M)
+    text = re.sub(r"^log\.dirs=.*$", f"log.dirs={data}", text, flags=re.M)
+    broker = BrokerProcess(data, config_text=text)
+    broker.start()
+    yield broker
+    broker.stop()
+    broker.close()
+
+
+def run_shell(command: str, broker: BrokerProcess, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """One README command line, with ``localhost:9092`` and ``.venv/bin/`` pointing at the
+    test broker and this virtual environment."""
+    if command.startswith("kcat ") and shutil.which("kcat") is None:
+        pytest.fail("kcat is not installed (make test installs it)", pytrace=False)
+    line = command.replace("localhost:9092", broker.bootstrap)
+    line = line.replace(".venv/bin/", f"{Path(sys.executable).parent}/")
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, f"{command}\nexited {done.returncode}:\n{done.stderr}"
+    return done
+
+
+def test_the_tour_runs_in_order(make_run_broker: BrokerProcess, tmp_path: Path) -> None:
+    # Topics, produce and consume.
+    outputs = [run_shell(c, make_run_broker, tmp_path)
+               for c in commands(block_with("sh", "kcat -b localhost:9092 -L"))]
+    assert set(outputs[-1].stdout.splitlines()) == {"k1\thello", "k2\tworld"}
+
+    # Configs; the remote-broker commands are placeholders, documented as such.
+    configs = block_with("sh", "--add-config retention.ms=3600000")
+    remote = [c for c in commands(configs) if any(a in c for a in PLACEHOLDERS)]
+    local = [c for c in commands(configs) if c not in remote]
+    assert remote and local
+    markers = [line for line in configs.splitlines() if line.startswith("# PLACEHOLDERS")]
+    assert markers and all(a in markers[0] for a in PLACEHOLDERS), (
+        f"the commands {remote} use documentation addresses without a '# PLACEHOLDERS' line")
+    prose = README.read_text().split(configs)[0].rsplit("```", 1)[0][-800:]
+    assert "placeholders" in prose and all(f"`{a}" in prose for a in PLACEHOLDERS), prose
+    described = [run_shell(c, make_run_broker, tmp_path) for c in local][-1]
+    assert "retention.ms=3600000" in described.stdout
+
+    # Seed 004's Python code: the README says how to get confluent-kafka (the pinned version).
+    snippet = block_with("python", "from confluent_kafka import")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["test"]
+    [pin] = [r for r in extras if r.startswith("confluent-kafka==")]
+    assert f"`.venv/bin/pip install {pin}`" in README.read_text()
+    script = tmp_path / "seed004.py"
+    script.write_text(snippet.replace("localhost:9092", make_run_broker.bootstrap))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "b'{\"foo\":\"bar\"}'\n"
+
+    # Consumer groups: right after the snippet, as a newcomer goes on.
+    groups = [run_shell(c, make_run_broker, tmp_path)
+              for c in commands(block_with("sh", "--reset-offsets"))]
+    assert re.search(r"jsontest\s+0\s+0\s*$", groups[-1].stdout, re.M), groups[-1].stdout
+
+
+def test_commands_are_split_as_a_shell_would(tmp_path: Path) -> None:
+    """The block parser joins continuation lines and keeps quoting intact."""
+    block = "# a comment\nmoldau consume -b h:1 --address-map 'a:1=b:2' \\\n    --topic t\n\n"
+    assert commands(block) == ["moldau consume -b h:1 --address-map 'a:1=b:2' --topic t"]
+    assert shlex.split(commands(block)[0])[-3] == "a:1=b:2"
