@@ -4,6 +4,11 @@ Libraries: python's zlib (gzip), cramjam (snappy), lz4 (LZ4 frame format, as Kaf
 magic 1 was fixed), zstandard. Snappy comes in two shapes: raw blocks (librdkafka can send
 them) and the xerial framing the Java client writes; we read both and write xerial so every
 client can read what we produce.
+
+:func:`decompress` trusts its input (clients reading what a broker served, compaction of a
+validated log). :func:`decompress_bounded` is for data from the network (the broker validating
+a produce): it never produces more than a limit, whatever sizes the data claims, and refuses
+truncated frames and bytes after the frame.
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ import zlib
 import cramjam
 import lz4.frame
 import zstandard
+
+__all__ = ["Codec", "DecompressedSizeExceeded", "compress", "decompress", "decompress_bounded"]
 
 
 class Codec(enum.IntEnum):
@@ -104,3 +111,124 @@ def decompress(codec: Codec | int, data: bytes | memoryview) -> bytes:
     except Exception as exc:
         raise ValueError(f"cannot decompress {Codec(codec).name} batch: {exc}") from exc
     raise ValueError(f"unknown compression codec {codec}")
+
+
+class DecompressedSizeExceeded(ValueError):
+    """The data would decompress to more than the allowed number of bytes."""
+
+
+def decompress_bounded(codec: Codec | int, data: bytes | memoryview, limit: int) -> bytes:
+    """Decompress one batch's records section into at most ``limit`` bytes.
+
+    Each codec's own streaming API stops at ``limit + 1`` output bytes, so a small input that
+    expands without end (a decompression bomb) costs at most ``limit`` bytes of memory and the
+    time to produce them; sizes the data declares (zstd content size, snappy lengths) are
+    checked before anything is allocated. Raises :class:`DecompressedSizeExceeded` past
+    ``limit``, ValueError for data that is not one complete, valid frame of ``codec`` (bytes
+    after the frame included: consumers disagree on what they mean).
+    """
+    try:
+        match codec:
+            case Codec.GZIP:
+                return _gzip_bounded(data, limit)
+            case Codec.SNAPPY:
+                return _snappy_bounded(data, limit)
+            case Codec.LZ4:
+                return _lz4_bounded(data, limit)
+            case Codec.ZSTD:
+                return _zstd_bounded(data, limit)
+            case Codec.NONE:
+                if len(data) > limit:
+                    raise DecompressedSizeExceeded(f"{len(data)} bytes exceed {limit}")
+                return bytes(data)
+    except ValueError:
+        raise
+    except Exception as exc:  # each library raises its own error types for bad input
+        raise ValueError(f"invalid {Codec(codec).name} data: {exc}") from exc
+    raise ValueError(f"unknown compression codec {codec}")
+
+
+def _too_large(name: str, limit: int) -> DecompressedSizeExceeded:
+    return DecompressedSizeExceeded(f"{name} data decompresses to more than {limit} bytes")
+
+
+def _check_end(name: str, finished: bool, unused: bytes) -> None:
+    if not finished:
+        raise ValueError(f"{name} data is truncated (the frame does not end)")
+    if unused:
+        raise ValueError(f"{len(unused)} bytes follow the end of the {name} frame")
+
+
+def _gzip_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    # wbits 47: a gzip or zlib header, as :func:`decompress` accepts.
+    inflater = zlib.decompressobj(47)
+    out = inflater.decompress(data, limit + 1)
+    if len(out) > limit:
+        raise _too_large("GZIP", limit)
+    _check_end("GZIP", inflater.eof, inflater.unused_data)
+    return out
+
+
+def _lz4_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    decoder = lz4.frame.LZ4FrameDecompressor()
+    out = decoder.decompress(data, max_length=limit + 1)
+    if len(out) > limit:
+        raise _too_large("LZ4", limit)
+    _check_end("LZ4", decoder.eof, decoder.unused_data or b"")
+    return out
+
+
+def _zstd_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    size = zstandard.get_frame_parameters(data).content_size
+    decoder = zstandard.ZstdDecompressor()
+    if size != zstandard.CONTENTSIZE_UNKNOWN:
+        # zstandard allocates a declared content size as it is, whatever max_output_size says.
+        if size > limit:
+            raise _too_large("ZSTD", limit)
+        return decoder.decompress(data, allow_extra_data=False)
+    try:
+        return decoder.decompress(data, max_output_size=limit, allow_extra_data=False)
+    except zstandard.ZstdError:
+        # Too large and truncated give the same error here; count the output to tell them
+        # apart (read_to_iter yields it in pieces, so this stops at the limit too).
+        produced = 0
+        for chunk in decoder.read_to_iter(data):
+            produced += len(chunk)
+            if produced > limit:
+                raise _too_large("ZSTD", limit) from None
+        raise
+
+
+def _snappy_bounded(data: bytes | memoryview, limit: int) -> bytes:
+    data = bytes(data)
+    if not data.startswith(_XERIAL_MAGIC):
+        return _snappy_block(data, limit, limit)
+    pos = len(_XERIAL_HEADER)
+    if len(data) < pos:
+        raise ValueError("SNAPPY data is truncated (xerial header)")
+    out = []
+    produced = 0
+    while pos < len(data):
+        if len(data) - pos < 4:
+            raise ValueError("SNAPPY data is truncated (xerial block length)")
+        (length,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        if length < 0 or length > len(data) - pos:
+            raise ValueError(f"SNAPPY xerial block of {length} bytes runs past the end")
+        block = _snappy_block(data[pos : pos + length], limit - produced, limit)
+        produced += len(block)
+        out.append(block)
+        pos += length
+    return b"".join(out)
+
+
+def _snappy_block(block: bytes, room: int, limit: int) -> bytes:
+    # A raw block starts with its uncompressed length: check it before decompressing, which
+    # would allocate that much.
+    size = cramjam.snappy.decompress_raw_len(block)
+    if size > room:
+        raise _too_large("SNAPPY", limit)
+    out = bytes(cramjam.snappy.decompress_raw(block))
+    if len(out) != size:
+        raise ValueError(f"SNAPPY block declares {size} bytes but holds {len(out)}")
+    return out
