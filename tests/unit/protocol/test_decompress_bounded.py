@@ -35,9 +35,9 @@ def peak_bytes(fn: Callable[[], object]) -> int:
     return peak
 
 
-def zstd_without_content_size(data: bytes) -> bytes:
-    """A zstd frame as streaming compressors (zstd-jni) write it: no content size."""
-    compressor = zstandard.ZstdCompressor().compressobj()
+def zstd_without_content_size(data: bytes, **params: bool) -> bytes:
+    """A zstd frame as librdkafka and zstd-jni write it: no content size."""
+    compressor = zstandard.ZstdCompressor(**params).compressobj()
     return compressor.compress(data) + compressor.flush()
 
 
@@ -57,6 +57,30 @@ def test_zstd_frame_without_content_size() -> None:
     with pytest.raises(ValueError) as info:
         decompress_bounded(Codec.ZSTD, frame[:-6], len(data))
     assert not isinstance(info.value, DecompressedSizeExceeded)
+
+
+@pytest.mark.parametrize("checksum", [False, True])
+def test_zstd_streamed_frames_end_exactly(checksum: bool) -> None:
+    """Frames without a content size are read in steps, and their end is found from the
+    block headers: raw, RLE and compressed blocks, several of them, with or without the
+    checksum; anything cut or appended is refused, even where the output would be complete."""
+    import random
+
+    rng = random.Random(5)
+    data = rng.randbytes(300_000) + bytes(400_000) + b"text " * 60_000  # raw, RLE, compressed
+    frame = zstd_without_content_size(data, write_checksum=checksum)
+    assert zstandard.get_frame_parameters(frame).content_size == zstandard.CONTENTSIZE_UNKNOWN
+    assert decompress_bounded(Codec.ZSTD, frame, len(data)) == data
+    for cut in (1, 2, 3, 4, 5, 100, len(frame) // 2):
+        with pytest.raises(ValueError, match="truncated"):
+            decompress_bounded(Codec.ZSTD, frame[:-cut], len(data))
+    for extra in (b"\x00", b"\x28\xb5\x2f\xfd", frame):
+        with pytest.raises(ValueError, match="follow the end"):
+            decompress_bounded(Codec.ZSTD, frame + extra, len(data))
+    if checksum:
+        flipped = frame[:-1] + bytes([frame[-1] ^ 0xFF])
+        with pytest.raises(ValueError, match="checksum"):
+            decompress_bounded(Codec.ZSTD, flipped, len(data))
 
 
 def test_snappy_raw_block_as_librdkafka_may_send() -> None:
