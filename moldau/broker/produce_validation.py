@@ -15,7 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..protocol.errors import ErrorCode
-from ..protocol.records.batch import BatchHeader, InvalidBatch, validate_batches
+from ..protocol.records.batch import (
+    COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    BatchHeader,
+    InvalidBatch,
+    validate_batches,
+)
 from ..protocol.records.validation import max_decompressed_bytes, validate_records
 
 _REASON_CODES = {
@@ -68,32 +74,34 @@ def check_record_set(
             ErrorCode.invalid_record,
             "An idempotent or transactional producer must send one batch per partition",
         )
-    decompressed_limit = max_decompressed_bytes(max_message_bytes)
     pos = 0
-    for h in headers:
+    for index, h in enumerate(headers):
         if h.is_control:
             return Rejection(ErrorCode.invalid_record,
                              "Clients may not produce control batches")
         if h.is_transactional and h.producer_id < 0:
             return Rejection(ErrorCode.invalid_record,
                              "A transactional batch needs a producer id")
+        limit = (max_decompressed_bytes(max_message_bytes)
+                 if h.attributes & COMPRESSION_MASK else 0)
         try:
-            summary = validate_records(records, pos, h, require_keys=compacted,
-                                       max_decompressed_bytes=decompressed_limit)
+            min_delta, max_delta = validate_records(
+                records, pos, h, require_keys=compacted, max_decompressed_bytes=limit)
         except InvalidBatch as exc:
-            where = f" (batch {len(headers)} of the record set)" if len(headers) > 1 else ""
+            where = f" (batch {index + 1} of the record set)" if len(headers) > 1 else ""
             return Rejection(_REASON_CODES[exc.reason], f"{exc}{where}")
-        pos += h.size
+        pos += LOG_OVERHEAD + h.batch_length
         if log_append_time or h.max_timestamp < 0:
             continue
         # The header's timestamps and the records' own (base + delta), as Kafka checks each
         # record: a header can claim a max timestamp its records exceed.
+        earliest = latest = h.max_timestamp
         base = h.base_timestamp
-        if base == _NO_TIMESTAMP:
-            earliest = latest = h.max_timestamp
-        else:
-            earliest = min(h.max_timestamp, base + summary.min_timestamp_delta)
-            latest = max(h.max_timestamp, base + summary.max_timestamp_delta)
+        if base != _NO_TIMESTAMP:
+            if base + min_delta < earliest:
+                earliest = base + min_delta
+            if base + max_delta > latest:
+                latest = base + max_delta
         if now_ms - earliest > timestamp_before_max_ms:
             return Rejection(
                 ErrorCode.invalid_timestamp,

@@ -237,35 +237,44 @@ def _zstd_frame_end(data: bytes | memoryview, has_checksum: bool) -> None:
 
 
 def _snappy_bounded(data: bytes | memoryview, limit: int) -> bytes:
-    data = bytes(data)
-    if not data.startswith(_XERIAL_MAGIC):
-        return _snappy_block(data, limit, limit)
-    pos = len(_XERIAL_HEADER)
-    if len(data) < pos:
-        raise ValueError("SNAPPY data is truncated (xerial header)")
-    out = []
-    produced = 0
-    while pos < len(data):
-        if len(data) - pos < 4:
-            raise ValueError("SNAPPY data is truncated (xerial block length)")
-        (length,) = _INT32.unpack_from(data, pos)
-        pos += 4
-        if length < 0 or length > len(data) - pos:
-            raise ValueError(f"SNAPPY xerial block of {length} bytes runs past the end")
-        block = _snappy_block(data[pos : pos + length], limit - produced, limit)
-        produced += len(block)
-        out.append(block)
-        pos += length
-    return b"".join(out)
+    # Every raw block starts with the length it decompresses to: all are read (and their
+    # sum checked against the limit) before anything is allocated, then each block is
+    # decompressed into its place in one buffer.
+    view = memoryview(data)
+    if bytes(view[: len(_XERIAL_MAGIC)]) != _XERIAL_MAGIC:
+        blocks = [(view, _snappy_length(view, limit))]
+    else:
+        blocks = []
+        total = 0
+        pos = len(_XERIAL_HEADER)
+        if len(view) < pos:
+            raise ValueError("SNAPPY data is truncated (xerial header)")
+        while pos < len(view):
+            if len(view) - pos < 4:
+                raise ValueError("SNAPPY data is truncated (xerial block length)")
+            (length,) = _INT32.unpack_from(view, pos)
+            pos += 4
+            if length < 0 or length > len(view) - pos:
+                raise ValueError(f"SNAPPY xerial block of {length} bytes runs past the end")
+            block = view[pos : pos + length]
+            size = _snappy_length(block, limit - total)
+            blocks.append((block, size))
+            total += size
+            pos += length
+    out = bytearray(sum(size for _block, size in blocks))
+    target = memoryview(out)
+    at = 0
+    for block, size in blocks:
+        written = cramjam.snappy.decompress_raw_into(block, target[at : at + size])
+        if written != size:
+            raise ValueError(f"SNAPPY block declares {size} bytes but holds {written}")
+        at += size
+    return bytes(out)
 
 
-def _snappy_block(block: bytes, room: int, limit: int) -> bytes:
-    # A raw block starts with its uncompressed length: check it before decompressing, which
-    # would allocate that much.
+def _snappy_length(block: memoryview, room: int) -> int:
     size = cramjam.snappy.decompress_raw_len(block)
     if size > room:
-        raise _too_large("SNAPPY", limit)
-    out = bytes(cramjam.snappy.decompress_raw(block))
-    if len(out) != size:
-        raise ValueError(f"SNAPPY block declares {size} bytes but holds {len(out)}")
-    return out
+        raise DecompressedSizeExceeded(f"SNAPPY data decompresses to more than the limit "
+                                       f"({size} bytes in one block, {room} left)")
+    return int(size)

@@ -31,12 +31,10 @@ integer work per record (figures in docs/benchmarks.md, "Record validation cost"
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from .batch import HEADER_SIZE, BatchHeader, InvalidBatch
+from .batch import COMPRESSION_MASK, HEADER_SIZE, LOG_OVERHEAD, BatchHeader, InvalidBatch
 from .compression import Codec, DecompressedSizeExceeded, decompress_bounded
 
-__all__ = ["DECOMPRESSED_FLOOR", "DECOMPRESSED_RATIO", "MIN_RECORD_SIZE", "RecordsSummary",
+__all__ = ["DECOMPRESSED_FLOOR", "DECOMPRESSED_RATIO", "MIN_RECORD_SIZE",
            "max_decompressed_bytes", "validate_records"]
 
 # The smallest record: a one-byte length, then attributes, timestamp delta, offset delta, key
@@ -61,13 +59,6 @@ def max_decompressed_bytes(max_message_bytes: int) -> int:
     return max(DECOMPRESSED_FLOOR, DECOMPRESSED_RATIO * max_message_bytes)
 
 
-class RecordsSummary(NamedTuple):
-    """What the scan learnt about a valid batch's records."""
-
-    min_timestamp_delta: int
-    max_timestamp_delta: int
-
-
 def validate_records(
     buf: bytes | bytearray | memoryview,
     pos: int,
@@ -75,17 +66,20 @@ def validate_records(
     *,
     max_decompressed_bytes: int,
     require_keys: bool = False,
-) -> RecordsSummary:
-    """Check every record of the batch at ``pos`` (whose ``header`` is already validated).
+) -> tuple[int, int]:
+    """Check every record of the batch at ``pos`` (whose ``header`` is already validated);
+    returns the smallest and largest timestamp delta of its records (0 included), from which
+    the caller checks the records' timestamps.
 
     Raises :class:`InvalidBatch`; see the module docstring for what is checked.
     """
     start = pos + HEADER_SIZE
-    end = pos + header.size
+    end = pos + LOG_OVERHEAD + header.batch_length
     count = header.record_count
-    codec = header.compression
+    codec = header.attributes & COMPRESSION_MASK
     if codec == Codec.NONE:
-        _check_count_fits(count, end - start)
+        if count > (end - start) // MIN_RECORD_SIZE:
+            _check_count_fits(count, end - start)
         return _scan(buf, start, end, count, require_keys)
     if codec > Codec.ZSTD:
         raise InvalidBatch("corrupt", f"unknown compression codec {codec} in the batch "
@@ -107,7 +101,7 @@ def validate_records(
 
 
 def _check_count_fits(count: int, size: int) -> None:
-    # Refuses a count such as 2**31 - 1 before scanning anything.
+    """Refuse a count such as 2**31 - 1 before scanning anything."""
     if count > size // MIN_RECORD_SIZE:
         raise InvalidBatch(
             "invalid",
@@ -156,7 +150,7 @@ def _varint(data: bytes | bytearray | memoryview, pos: int, first: int,
 
 
 def _scan(data: bytes | bytearray | memoryview, pos: int, end: int, count: int,
-          require_key: bool) -> RecordsSummary:
+          require_key: bool) -> tuple[int, int]:
     """Walk the records in ``data[pos:end]``; the hot loop of the produce path.
 
     One- and two-byte varints (every length below 8 KiB, deltas below 64 or 8,192) are
@@ -168,6 +162,7 @@ def _scan(data: bytes | bytearray | memoryview, pos: int, end: int, count: int,
     zigzag_index = 0
     min_ts = max_ts = 0
     int32 = _INT32_RAW
+    min_body = _MIN_BODY
     try:
         while pos < end:
             # Record length.
@@ -184,7 +179,7 @@ def _scan(data: bytes | bytearray | memoryview, pos: int, end: int, count: int,
                     n, pos = _varint(data, pos + 1, b, int32)
             n = (n >> 1) ^ -(n & 1)
             record_end = pos + n
-            if n < _MIN_BODY or record_end > end:
+            if n < min_body or record_end > end:
                 raise _fail(zigzag_index >> 1, _length_error(n, end - pos))
             # Attributes, unused in v2: every client writes 0, and kafka-python reads the
             # byte as a varint (128 and above would shift every field after it).
@@ -277,7 +272,7 @@ def _scan(data: bytes | bytearray | memoryview, pos: int, end: int, count: int,
     found = zigzag_index >> 1
     if found != count:
         raise InvalidBatch("invalid", f"the batch declares {count} records but holds {found}")
-    return RecordsSummary(min_ts, max_ts)
+    return min_ts, max_ts
 
 
 def _length_error(n: int, left: int) -> str:
