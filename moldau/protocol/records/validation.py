@@ -66,10 +66,11 @@ def validate_records(
     *,
     max_decompressed_bytes: int,
     require_keys: bool = False,
+    timestamps: bool = True,
 ) -> tuple[int, int]:
     """Check every record of the batch at ``pos`` (whose ``header`` is already validated);
     returns the smallest and largest timestamp delta of its records (0 included), from which
-    the caller checks the records' timestamps.
+    the caller checks the records' timestamps (``timestamps=False``: not needed, (0, 0)).
 
     Raises :class:`InvalidBatch`; see the module docstring for what is checked.
     """
@@ -80,7 +81,7 @@ def validate_records(
     if codec == Codec.NONE:
         if count > (end - start) // MIN_RECORD_SIZE:
             _check_count_fits(count, end - start)
-        return _scan(buf, start, end, count, require_keys)
+        return _scan(buf, start, end, count, require_keys, timestamps)
     if codec > Codec.ZSTD:
         raise InvalidBatch("corrupt", f"unknown compression codec {codec} in the batch "
                                       "attributes (known: 0-4)")
@@ -97,7 +98,7 @@ def validate_records(
         raise InvalidBatch("corrupt", f"the records of the {Codec(codec).name} batch do not "
                                       f"decompress: {exc}") from exc
     _check_count_fits(count, len(data))
-    return _scan(data, 0, len(data), count, require_keys)
+    return _scan(data, 0, len(data), count, require_keys, timestamps)
 
 
 def _check_count_fits(count: int, size: int) -> None:
@@ -150,22 +151,23 @@ def _varint(data: bytes | bytearray | memoryview, pos: int, first: int,
 
 
 def _scan(data: bytes | bytearray | memoryview, pos: int, end: int, count: int,
-          require_key: bool) -> tuple[int, int]:
+          require_key: bool, timestamps: bool = True) -> tuple[int, int]:
     """Walk the records in ``data[pos:end]``; the hot loop of the produce path.
 
     One- and two-byte varints (every length below 8 KiB, deltas below 64 or 8,192) are
     decoded inline; longer ones go through :func:`_varint`. A read past the end of ``data``
-    raises IndexError, which means a record runs past its batch.
+    raises IndexError, which means a record runs past its batch. Without ``timestamps`` the
+    timestamp deltas are checked for form only (0, 0 is returned).
     """
     # The zigzag varint of the current record's index: its offset delta must be this, and
     # index = zigzag >> 1 (one counter instead of two in the loop).
     zigzag_index = 0
     min_ts = max_ts = 0
     int32 = _INT32_RAW
-    min_body = _MIN_BODY
+    min_raw_body = _MIN_BODY << 1
     try:
         while pos < end:
-            # Record length.
+            # Record length: a non-negative zigzag varint is even, and its value is raw >> 1.
             b = data[pos]
             if b < 0x80:
                 n = b
@@ -177,9 +179,9 @@ def _scan(data: bytes | bytearray | memoryview, pos: int, end: int, count: int,
                     pos += 2
                 else:
                     n, pos = _varint(data, pos + 1, b, int32)
-            n = (n >> 1) ^ -(n & 1)
-            record_end = pos + n
-            if n < min_body or record_end > end:
+            record_end = pos + (n >> 1)
+            if n & 1 or n < min_raw_body or record_end > end:
+                n = (n >> 1) ^ -(n & 1)
                 raise _fail(zigzag_index >> 1, _length_error(n, end - pos))
             # Attributes, unused in v2: every client writes 0, and kafka-python reads the
             # byte as a varint (128 and above would shift every field after it).
@@ -197,11 +199,12 @@ def _scan(data: bytes | bytearray | memoryview, pos: int, end: int, count: int,
                     pos += 3
                 else:
                     b, pos = _varint(data, pos + 2, b, _INT64_RAW)
-            t = (b >> 1) ^ -(b & 1)
-            if t < min_ts:
-                min_ts = t
-            elif t > max_ts:
-                max_ts = t
+            if timestamps:
+                t = (b >> 1) ^ -(b & 1)
+                if t < min_ts:
+                    min_ts = t
+                elif t > max_ts:
+                    max_ts = t
             # Offset delta: must be the record's index.
             b = data[pos]
             if b < 0x80:
@@ -217,23 +220,24 @@ def _scan(data: bytes | bytearray | memoryview, pos: int, end: int, count: int,
                 index = zigzag_index >> 1
                 raise _fail(index, f"offset delta {(b >> 1) ^ -(b & 1)} (record {index} of a "
                                    f"batch must have offset delta {index})")
-            # Key.
+            # Key: null (raw 1) is the common case.
             b = data[pos]
-            if b < 0x80:
-                pos += 1
-            else:
-                c = data[pos + 1]
-                if c < 0x80:
-                    b = (b & 0x7F) | (c << 7)
-                    pos += 2
-                else:
-                    b, pos = _varint(data, pos + 1, b, int32)
-            if b & 1:
-                if b != 1:
-                    raise _bad_length(zigzag_index, "key", b)
+            if b == 1:
                 if require_key:
                     raise _RecordError(-1 - (zigzag_index >> 1), "")
+                pos += 1
             else:
+                if b < 0x80:
+                    pos += 1
+                else:
+                    c = data[pos + 1]
+                    if c < 0x80:
+                        b = (b & 0x7F) | (c << 7)
+                        pos += 2
+                    else:
+                        b, pos = _varint(data, pos + 1, b, int32)
+                if b & 1:
+                    raise _bad_length(zigzag_index, "key", b)
                 pos += b >> 1
             # Value.
             b = data[pos]
@@ -253,13 +257,13 @@ def _scan(data: bytes | bytearray | memoryview, pos: int, end: int, count: int,
                 pos += b >> 1
             # Headers: almost always none. A key or value that ran past the record's end
             # shows below as a length mismatch.
-            b = data[pos]
-            pos += 1
-            if b:
-                pos = _headers(data, pos, b, record_end, zigzag_index >> 1)
+            if data[pos]:
+                pos = _headers(data, pos + 1, data[pos], record_end, zigzag_index >> 1)
+            else:
+                pos += 1
             if pos != record_end:
-                raise _fail(zigzag_index >> 1, f"its length says {n} bytes but its fields "
-                                               f"take {n + pos - record_end}")
+                raise _fail(zigzag_index >> 1, f"its length says {n >> 1} bytes but its "
+                                               f"fields take {(n >> 1) + pos - record_end}")
             zigzag_index += 2
     except _RecordError as exc:
         raise _invalid(exc.index, exc.what, count) from None
