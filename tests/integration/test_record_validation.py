@@ -25,11 +25,11 @@ from broker_wire import (
     produce,
     unexpected_tracebacks,
 )
+from record_shapes import batch, broken_record_sets, good_records, record
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records.compression import Codec, compress
 from moldau.testing.runner import BrokerProcess
-from tests.unit.broker.record_shapes import batch, broken_record_sets, good_records, record
 
 RDKAFKA = logging.getLogger("rdkafka")
 TOPIC = "validated"

@@ -22,8 +22,7 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records.batch import BatchHeader, read_header
 from moldau.protocol.records.codec import build_batch, decode_batch
 from moldau.protocol.records.compression import Codec, compress
-
-from .record_shapes import batch, broken_record_sets, good_records, record
+from tests.integration.record_shapes import batch, broken_record_sets, good_records, record
 
 NOW = 1_700_000_000_000
 MAX_MESSAGE = 1 << 20

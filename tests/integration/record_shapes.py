@@ -1,8 +1,9 @@
 """Record batches built byte by byte, valid or broken in one named way, with a correct CRC-32C.
 
-Shared by the produce-validation unit tests and the raw-socket integration test: every broken
-shape passes the batch header checks (size, magic, CRC, count against last offset delta) and
-is wrong only inside its records.
+Shared by the raw-socket integration test (test_record_validation.py) and the unit tests of
+check_record_set (tests/unit/broker/test_produce_validation.py): every broken shape passes the
+batch header checks (size, magic, CRC, count against last offset delta) and is wrong only
+inside its records.
 """
 
 from __future__ import annotations
