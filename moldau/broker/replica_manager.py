@@ -299,6 +299,7 @@ class ReplicaManager:
             timestamp_before_max_ms=before_max,
             timestamp_after_max_ms=after_max,
             log_append_time=config.message_timestamp_type == "LogAppendTime",
+            compacted=config.compact,
         )
         if isinstance(checked, Rejection):
             return ProduceOutcome(checked.code, checked.message)

@@ -1,11 +1,16 @@
 """Produce (key 0), versions 3-10.
 
 Each partition's record set is validated once (magic 2 only -> UNSUPPORTED_FOR_MESSAGE_FORMAT,
-CRC-32C -> CORRUPT_MESSAGE, ``max.message.bytes`` -> MESSAGE_TOO_LARGE, timestamps), checked
-against the idempotent producer's state (retries of an appended batch are answered with the
-original offsets; gaps get OUT_OF_ORDER_SEQUENCE_NUMBER), and appended as opaque bytes with
-offsets patched in place. acks=0 sends no response (and closes the connection if a partition
-failed, as Kafka does, so the client notices); acks=1 answers after the leader's append;
+CRC-32C -> CORRUPT_MESSAGE, ``max.message.bytes`` -> MESSAGE_TOO_LARGE; every record, as
+Kafka's LogValidator: a count, framing or offset delta that disagrees with the header ->
+INVALID_RECORD, compressed data that does not decompress -> CORRUPT_MESSAGE, or that expands
+past 16 x ``max.message.bytes`` -> MESSAGE_TOO_LARGE, a record without a key in a
+``cleanup.policy=compact`` topic -> INVALID_RECORD; record timestamps -> INVALID_TIMESTAMP:
+``broker/produce_validation.py``), checked against the idempotent producer's state (retries
+of an appended batch are answered with the original offsets; gaps get
+OUT_OF_ORDER_SEQUENCE_NUMBER), and appended as opaque bytes with offsets patched in place.
+acks=0 sends no response (and closes the connection if a partition failed, as Kafka does, so
+the client notices); acks=1 answers after the leader's append;
 acks=all waits until the ISR has the batch, subject to ``min.insync.replicas``
 (NOT_ENOUGH_REPLICAS otherwise). Internal topics cannot be written by clients.
 

@@ -108,7 +108,7 @@ class InvalidBatch(ValueError):
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
-        self.reason = reason  # "corrupt", "magic" or "too_large"
+        self.reason = reason  # "corrupt", "invalid", "magic" or "too_large"
 
 
 def read_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -128,8 +128,11 @@ def validate_batches(
 
     Each batch must be magic 2, complete, CRC-correct, and internally consistent (record
     count matches last offset delta, at least one record). Raises :class:`InvalidBatch` with
-    ``reason`` "magic" (UNSUPPORTED_FOR_MESSAGE_FORMAT), "too_large" (MESSAGE_TOO_LARGE) or
-    "corrupt" (CORRUPT_MESSAGE / INVALID_RECORD).
+    ``reason`` "magic" (UNSUPPORTED_FOR_MESSAGE_FORMAT), "too_large" (MESSAGE_TOO_LARGE),
+    "corrupt" (CORRUPT_MESSAGE: framing and CRC, Kafka's ``CorruptRecordException``) or
+    "invalid" (INVALID_RECORD: a header whose count and offsets disagree, as Kafka's
+    ``LogValidator.validateBatch``). The records themselves are checked by
+    :func:`moldau.protocol.records.validation.validate_records`.
     """
     headers: list[BatchHeader] = []
     total = len(buf)
@@ -163,7 +166,7 @@ def validate_batches(
             raise InvalidBatch("corrupt", "record batch CRC-32C mismatch")
         if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
             raise InvalidBatch(
-                "corrupt",
+                "invalid",
                 f"record count {header.record_count} does not match last offset delta "
                 f"{header.last_offset_delta}",
             )
