@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from moldau.broker.group.classic import ClassicGroup, ClassicState
-from moldau.broker.group.classic_protocol import EMPTY_RETRY_MS
+from moldau.broker.group.classic_rebalance import EMPTY_RETRY_MS
 from moldau.broker.group.consumer_group import ConsumerGroup
 from moldau.broker.group.consumer_ops import FENCE_RETRY_MS
 from moldau.broker.group.errors import GroupError
