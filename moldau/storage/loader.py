@@ -44,6 +44,8 @@ from .names import (
 from .producer_state import ProducerStateManager
 from .scan import BatchScanner
 from .segment import Segment
+from .segment_recovery import load_indexes
+from .segment_recovery import recover as recover_segment
 
 
 @dataclass
@@ -114,7 +116,7 @@ def _clean_stray_files(fs: FileSystem, directory: str, config: LogConfig, now: i
         base = offset_from_filename(name)
         seg = Segment(directory, base, fs, config, now, suffix=SWAP_SUFFIX)
         try:
-            seg.recover()
+            recover_segment(seg)
             end = seg.next_offset
         finally:
             seg.close()
@@ -185,11 +187,11 @@ def load_log(
     for i, base in enumerate(bases):
         seg = Segment(directory, base, fs, config, now)
         must_recover = not clean_shutdown and i >= first_unflushed
-        if not must_recover and not seg.load_indexes():
+        if not must_recover and not load_indexes(seg):
             must_recover = True
             stats.indexes_rebuilt += 1
         if must_recover:
-            truncated, scanner = seg.recover(on_batch)
+            truncated, scanner = recover_segment(seg, on_batch)
             stats.segments_recovered += 1
             stats.batches_scanned += scanner.batches
             stats.bytes_truncated += truncated
