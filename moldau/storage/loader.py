@@ -14,8 +14,10 @@
    truncated at the first failure, every later segment is dropped, and its indexes are rebuilt.
    Segments below the recovery point were fsynced before it was checkpointed, so only their
    indexes are checked.
-4. Leader epochs are rebuilt from recovered batches and truncated to the log's range; producer
-   state is loaded from the newest snapshot and brought up to date from batch headers.
+4. Leader epochs come from ``leader-epoch-checkpoint``, are rebuilt from recovered batches and
+   truncated to the log's range; a checkpoint that cannot be read stops the load with
+   :class:`~.errors.LogDirError` (as Kafka takes the log dir offline). Producer state is loaded
+   from the newest snapshot and brought up to date from batch headers.
 """
 
 from __future__ import annotations
@@ -28,14 +30,18 @@ from dataclasses import dataclass
 
 from moldau.protocol.records.batch import BatchHeader
 
+from .checkpoints import MalformedCheckpoint
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
+from .errors import LogDirError
 from .fs import DEFAULT_FS, FileSystem, remove_files
 from .log import Log, wall_clock_ms
 from .names import (
+    CLEAN_SHUTDOWN_MARKER,
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     LOG_SUFFIX,
+    RECOVERY_POINT_CHECKPOINT,
     SEGMENT_FILE_SUFFIXES,
     SWAP_SUFFIX,
     offset_from_filename,
@@ -134,6 +140,29 @@ def _clean_stray_files(fs: FileSystem, directory: str, config: LogConfig, now: i
         stats.swaps_completed += 1
 
 
+def _open_epoch_cache(directory: str, fs: FileSystem, topic: str,
+                      partition: int) -> LeaderEpochCache:
+    """The partition's leader epoch cache. A ``leader-epoch-checkpoint`` that cannot be read
+    stops the load, as Kafka's CheckpointFileWithFailureHandler takes the log dir offline: it
+    is written atomically, so a bad line means the file was damaged or edited, and going on
+    without it would lose the partition's epochs for good after a clean shutdown (recovery,
+    which reads epochs from batch headers, does not run then)."""
+    try:
+        return LeaderEpochCache(directory, fs)
+    except MalformedCheckpoint as exc:
+        log_dir = os.path.dirname(os.path.normpath(directory))
+        raise LogDirError(
+            f"Cannot load the log of {topic}-{partition} in {log_dir}: {exc}. Fix that line "
+            f"(line 1 is the version 0, line 2 the number of entries, then one 'epoch "
+            f"startOffset' line per entry, two integers, both increasing), or delete the file "
+            f"together with {os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)} and "
+            f"{os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT)}: the next start then "
+            f"recovers every segment of that dir (a slower start, no data lost) and rebuilds "
+            f"the epochs from the batches. The broker stops here rather than lose them; "
+            f"nothing was changed on disk."
+        ) from exc
+
+
 def load_log(
     directory: str,
     config: LogConfig | None = None,
@@ -161,6 +190,8 @@ def load_log(
         parsed = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         topic, partition = parsed if parsed else (os.path.basename(directory), 0)
     fs.makedirs(directory)
+    # Read first, so that a malformed file stops the load before anything on disk changes.
+    epoch_cache = _open_epoch_cache(directory, fs, topic, partition)
     now = time_ms()
     _clean_stray_files(fs, directory, config, now, stats)
 
@@ -176,8 +207,6 @@ def load_log(
             _remove(fs, os.path.join(directory, name))  # orphaned index file
             stats.stray_files_removed += 1
     bases.sort()
-
-    epoch_cache = LeaderEpochCache(directory, fs)
 
     def on_batch(_pos: int, h: BatchHeader, _scanner: BatchScanner) -> None:
         epoch_cache.maybe_assign_from_batch(h.partition_leader_epoch, h.base_offset)
