@@ -29,6 +29,14 @@ PRODUCE_VERSION = 9
 FETCH_VERSION = 12
 
 
+def request_frame(api: int, version: int, body: dict[str, Any] | Any, *,
+                  correlation_id: int = 1, client_id: str | None = "robustness-test") -> bytes:
+    """A request frame (with its size prefix) built from plain data, for raw sockets."""
+    schema = request_schema(api, version)
+    assert schema is not None, f"api {api} v{version} has no schema"
+    return encode_request(api, version, correlation_id, client_id, build(schema, body))
+
+
 def framed(payload: bytes) -> bytes:
     """``payload`` behind its 4-byte size prefix, as every Kafka frame travels."""
     return _INT32.pack(len(payload)) + payload
@@ -46,10 +54,9 @@ class Wire:
     def frame(self, api: int, version: int, body: dict[str, Any] | Any,
               correlation_id: int | None = None) -> tuple[int, bytes]:
         """An encoded request frame (with its size prefix) and its correlation id."""
-        schema = request_schema(api, version)
-        assert schema is not None, f"api {api} v{version} has no schema"
         cid = next(self.correlation) if correlation_id is None else correlation_id
-        return cid, encode_request(api, version, cid, self.client_id, build(schema, body))
+        return cid, request_frame(api, version, body, correlation_id=cid,
+                                  client_id=self.client_id)
 
     def call(self, api: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
         cid, data = self.frame(api, version, body)
