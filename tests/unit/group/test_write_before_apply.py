@@ -12,7 +12,6 @@ import pytest
 
 from moldau.broker.group.classic import ClassicState
 from moldau.broker.group.classic_rebalance import EMPTY_RETRY_MS
-from moldau.broker.group.consumer_group import ConsumerGroup
 from moldau.broker.group.consumer_ops import FENCE_RETRY_MS
 from moldau.broker.group.errors import GroupError
 from moldau.broker.group.offsets import OffsetToCommit
@@ -23,6 +22,7 @@ from moldau.protocol.errors import ErrorCode as E
 from .helpers import World, cfg, run, settle
 from .test_classic_protocol import group_of, stable_group
 from .test_consumer_ops import Member, settle_members
+from .test_consumer_ops import group_of as consumer_group
 
 SESSION = 10_000
 
@@ -31,12 +31,6 @@ async def reloaded(world: World) -> World:
     """What a restarted coordinator loads from the same log (on its own clock, so its timers
     do not replace the running coordinator's)."""
     return await World(world.config, log=world.log, image=world.image).start()
-
-
-def consumer_group(world: World, group_id: str) -> ConsumerGroup:
-    group = world.shard(group_id).groups[group_id]
-    assert isinstance(group, ConsumerGroup)
-    return group
 
 
 def test_a_failed_append_keeps_its_cause() -> None:
