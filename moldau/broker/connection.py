@@ -19,6 +19,16 @@ response.
 
 Idle connections (no bytes either way for ``connections.max.idle.ms``, and no request in
 progress) are closed by one broker-wide sweep (:meth:`Broker.expire_idle_connections`).
+
+A client that closes its socket (or only its sending side) right after sending does not lose
+what it sent: as Kafka's Selector keeps a closed channel until the requests already read from
+it are processed ("closingChannels"), the connection drains. Frames already received are
+handled in order, an async handler in flight finishes (a parked long-poll Fetch is dropped at
+once: it only reads; after :data:`DRAIN_GRACE_S` every handler still waiting is given up), and
+the answers are discarded.
+A partly received frame is dropped. Each frame's memory goes back to the pool as it is
+handled, and the rest when the drain ends. A connection that the broker closes (bad input,
+idle, shutdown) drops what is queued instead.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ForeignProtocol, ProtocolError
 from ..protocol.framing import Frame, FrameDecoder
 from .dispatch import Disconnect, RawResponse, RequestContext, encode_result, frame_raw, parse_frame
@@ -46,6 +57,20 @@ log = logging.getLogger(__name__)
 # copy, so a bigger one only costs memory: 8 KiB holds dozens of pipelined fetch, metadata
 # or heartbeat requests, and 2,000 connections that sent something hold 16 MB.
 RECEIVE_BUFFER = 8 * 1024
+
+# How long a request in progress when its client left may still run (an acks=all produce
+# waiting for its replicas, an offset commit being written, a parked JoinGroup): Kafka
+# clients' default request.timeout.ms, after which the client itself would have given up.
+DRAIN_GRACE_S = 30.0
+# Requests that only read: parked in a long poll when the client leaves, they are dropped.
+READ_ONLY_PARKED = frozenset({ApiKey.FETCH})
+
+
+def _abandon(awaitable: Any) -> None:
+    """Let go of a handler's result that will not be awaited (a coroutine that never ran
+    would warn; one that ran to its end or was cancelled is closed already)."""
+    if inspect.iscoroutine(awaitable):
+        awaitable.close()
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -64,9 +89,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.busy = False
         self.closed = False
+        self.draining = False  # the client left; requests already read are still handled
         self.reading_paused = False
         self.writing_paused = False
         self.task: asyncio.Task[Any] | None = None
+        self.task_api = -1  # api key of the request ``task`` handles
+        self.task_size = 0  # size of its frame
+        self.task_awaitable: Any = None  # what the handler returned, ``task`` awaits it
+        self._grace: asyncio.TimerHandle | None = None  # ends a drain that takes too long
+        self.impatient = False  # the drain took DRAIN_GRACE_S: async handlers are given up
         self.client_host = ""
         self.client_port = 0
         self.last_active = time.monotonic()
@@ -91,13 +122,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        closed_by_broker = self.closed
         self.closed = True
-        self.broker.connections.discard(self)
-        if self.task is not None and not self.task.done():
-            self.task.cancel()
-        self.queue.clear()
-        self.account.close()
+        self.out = []
         self.decoder.discard()
+        self.account.drop_partial()  # a frame cut off by the close is never handled
+        if closed_by_broker or not (self.queue or self.busy):
+            self._drop()
+            return
+        # The client left with requests read but not handled: handle them (see the module
+        # docstring); the connection stays counted (max.connections) until they are done.
+        self.draining = True
+        self._grace = asyncio.get_running_loop().call_later(DRAIN_GRACE_S, self._grace_over)
+        if not self.busy:
+            self._process()
+        elif self.task_api in READ_ONLY_PARKED:
+            self._cancel_task()
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.decoder.get_buffer()
@@ -138,7 +178,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         # A frame's memory goes back to the pool once its request has been handled.
         out = self.out
         release = self.account.release
-        while self.queue and not self.closed:
+        while self.queue and (not self.closed or self.draining):
             frame = self.queue.popleft()
             size = len(frame)
             try:
@@ -171,31 +211,87 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 release(size)
                 continue
             if inspect.isawaitable(result):
+                if self.draining and (header.api_key in READ_ONLY_PARKED or self.impatient):
+                    _abandon(result)  # nobody would read its answer
+                    release(size)
+                    continue
                 self._flush()
                 self.busy = True
+                self.task_api, self.task_size = header.api_key, size
+                self.task_awaitable = result
                 self.task = asyncio.ensure_future(self._finish(header, result, size))
                 return
             out += encode_result(header, result) or ()
             release(size)
         self._flush()
+        if self.draining:
+            self._drained()
+            return
         self._update_reading()
 
     async def _finish(self, header: Any, awaitable: Any, size: int) -> None:
+        # A cancellation (CancelledError) is not caught: _cancel_task carries on after it.
         try:
             result = await awaitable
-        except asyncio.CancelledError:
-            return
         except Exception:
             log.exception("handler for api %s v%s failed", header.api_key, header.api_version)
             self.close("internal error")
             return
         self.busy = False
-        self.task = None
-        if self.closed:
+        self.task = self.task_awaitable = None
+        if self.closed and not self.draining:
             return
-        self._write(encode_result(header, result))
+        self._write(encode_result(header, result))  # dropped unread when draining
         self.account.release(size)
         self._process()
+
+    def _cancel_task(self) -> None:
+        """Give up the request in progress of a draining connection (it may not even have
+        started: then nothing in :meth:`_finish` runs) and go on with the queued ones."""
+        task = self.task
+        if task is None or task.done():
+            return
+        size, awaitable = self.task_size, self.task_awaitable
+
+        def cancelled(_task: asyncio.Task[Any]) -> None:
+            _abandon(awaitable)  # a task cancelled before it ran never awaited it
+            if self.task is not task or not self.draining:
+                return
+            self.busy = False
+            self.task = self.task_awaitable = None
+            self.account.release(size)
+            self._process()
+
+        task.add_done_callback(cancelled)
+        task.cancel()
+
+    def _grace_over(self) -> None:
+        """The client left DRAIN_GRACE_S ago: give up the request in progress and any later
+        one that would wait; requests answered at once are still handled."""
+        self._grace = None
+        self.impatient = True
+        self._cancel_task()
+
+    def _drained(self) -> None:
+        """A draining connection handled every request it had read: let it go."""
+        if not self.busy and not self.queue:
+            self.draining = False
+            self._drop()
+
+    def _drop(self) -> None:
+        """Forget the connection: its request in progress, its queue and all its memory."""
+        self.draining = False
+        self.broker.connections.discard(self)
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+        task = self.task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            awaitable = self.task_awaitable
+            task.add_done_callback(lambda _task: _abandon(awaitable))
+            task.cancel()
+        self.queue.clear()
+        self.account.close()
 
     def _write(self, chunks: list[Any] | None) -> None:
         if chunks:
@@ -252,6 +348,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def close(self, reason: str = "") -> None:
         if reason:
             log.info("%s", reason)
+        if self.draining:  # the transport is gone already: stop handling what is left
+            self._drop()
+            return
         if self.transport is not None and not self.closed:
             self._flush()
             self.transport.close()

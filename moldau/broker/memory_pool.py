@@ -147,6 +147,19 @@ class Account:
         self.pool._reading.pop(self, None)
         self.waiting = False
 
+    def drop_partial(self) -> None:
+        """The frame being received will never be complete (the client left): free what was
+        reserved for it and stop waiting. Complete frames keep their memory until their
+        requests are handled (:meth:`release`) or the account closes."""
+        if self.closed:
+            return
+        self.stop_waiting()
+        held, self.partial = self.partial, 0
+        self.pool.used -= held
+        if self.pool._overflow is self:
+            self.pool._overflow = None
+        self.pool._wake()
+
     def close(self) -> None:
         """The connection is gone: free everything it held."""
         if self.closed:

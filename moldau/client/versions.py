@@ -14,9 +14,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from moldau.protocol.api_keys import ApiKey, api_name
-from moldau.protocol.messages import request_schema, response_schema
+from moldau.protocol.schemas import has_schema, highest_version
 
 from .errors import UnsupportedVersionError
 
@@ -28,21 +29,30 @@ API_VERSIONS_FIRST = 3
 # place to pin an API if a newer version turns out to need work the client does not do.
 CLIENT_CAPS: dict[int, int] = {}
 
+_UNSET: Any = object()
+
+
+def client_range(api_key: int) -> tuple[int, int] | None:
+    """(min, max) version the client can encode and decode for ``api_key``, or None.
+
+    An api key kio does not know costs one dict lookup and leaves nothing behind, so a broker
+    (or a proxy) that lists made-up api keys and versions in ApiVersions cannot grow the
+    cache: it only ever holds the api keys kio ships."""
+    if highest_version(api_key) is None:
+        return None
+    return _known_range(api_key)
+
 
 @functools.cache
-def client_range(api_key: int) -> tuple[int, int] | None:
-    """(min, max) version the client can encode and decode for ``api_key``, or None."""
-    versions = [
-        v for v in range(0, 40)
-        if request_schema(api_key, v) is not None and response_schema(api_key, v) is not None
-    ]
-    if not versions:
-        return None
-    high = max(versions)
+def _known_range(api_key: int) -> tuple[int, int] | None:
+    high = highest_version(api_key)
+    assert high is not None, api_key  # only called for api keys kio knows
+    # Versions kio knows, from its index: nothing is imported, no made-up version is tried.
+    versions = [v for v in range(high + 1) if has_schema(api_key, v)]
     cap = CLIENT_CAPS.get(api_key)
     if cap is not None:
         high = min(high, cap)
-    return min(versions), high
+    return (versions[0], high) if versions[0] <= high else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +88,13 @@ class ApiVersionTable:
 
     def version(self, api_key: int) -> int | None:
         """The version to use for ``api_key`` with this broker, or None if none works."""
-        if api_key not in self._chosen:
-            self._chosen[api_key] = choose_version(
-                api_key, self.broker.get(api_key), client_range(api_key)
-            )
-        return self._chosen[api_key]
+        chosen = self._chosen.get(api_key, _UNSET)
+        if chosen is _UNSET:
+            client = client_range(api_key)
+            chosen = choose_version(api_key, self.broker.get(api_key), client)
+            if client is not None:  # only api keys kio knows are remembered
+                self._chosen[api_key] = chosen
+        return chosen
 
     def require(self, api_key: int, min_version: int = 0, *, what: str = "") -> int:
         """The version to use, or :class:`UnsupportedVersionError` explaining why not."""

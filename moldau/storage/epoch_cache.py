@@ -12,7 +12,7 @@ import os
 import threading
 from bisect import bisect_left, bisect_right
 
-from .checkpoints import MalformedCheckpoint, read_epoch_checkpoint, write_epoch_checkpoint
+from .checkpoints import read_epoch_checkpoint, write_epoch_checkpoint
 from .fs import FileSystem
 from .names import LEADER_EPOCH_CHECKPOINT
 
@@ -21,7 +21,10 @@ UNDEFINED_EPOCH_OFFSET = -1
 
 
 class LeaderEpochCache:
-    """In-memory epoch -> start offset map backed by the partition's checkpoint file."""
+    """In-memory epoch -> start offset map backed by the partition's checkpoint file.
+
+    Raises :class:`~.checkpoints.MalformedCheckpoint` (naming the line) if that file cannot
+    be read."""
 
     def __init__(self, partition_dir: str, fs: FileSystem, *, sync: bool = True) -> None:
         self.path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
@@ -30,11 +33,9 @@ class LeaderEpochCache:
         self._lock = threading.Lock()
         self._epochs: list[int] = []
         self._offsets: list[int] = []
-        try:
-            entries = read_epoch_checkpoint(fs, self.path)
-        except MalformedCheckpoint:
-            entries = []  # rebuilt from batch headers by recovery; Kafka does the same
-        for epoch, offset in entries:
+        # A malformed file raises MalformedCheckpoint (the loader stops, naming the fix):
+        # dropping it would lose the epochs for good after a clean shutdown.
+        for epoch, offset in read_epoch_checkpoint(fs, self.path):
             self._append_sane(epoch, offset)
 
     def _append_sane(self, epoch: int, offset: int) -> None:

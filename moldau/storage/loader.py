@@ -14,8 +14,10 @@
    truncated at the first failure, every later segment is dropped, and its indexes are rebuilt.
    Segments below the recovery point were fsynced before it was checkpointed, so only their
    indexes are checked.
-4. Leader epochs are rebuilt from recovered batches and truncated to the log's range; producer
-   state is loaded from the newest snapshot and brought up to date from batch headers.
+4. Leader epochs come from ``leader-epoch-checkpoint``, are rebuilt from recovered batches and
+   truncated to the log's range; a checkpoint that cannot be read stops the load with
+   :class:`~.errors.LogDirError` (as Kafka takes the log dir offline). Producer state is loaded
+   from the newest snapshot and brought up to date from batch headers.
 """
 
 from __future__ import annotations
@@ -28,14 +30,18 @@ from dataclasses import dataclass
 
 from moldau.protocol.records.batch import BatchHeader
 
+from .checkpoints import MalformedCheckpoint
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
+from .errors import LogDirError
 from .fs import DEFAULT_FS, FileSystem, remove_files
 from .log import Log, wall_clock_ms
 from .names import (
+    CLEAN_SHUTDOWN_MARKER,
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     LOG_SUFFIX,
+    RECOVERY_POINT_CHECKPOINT,
     SEGMENT_FILE_SUFFIXES,
     SWAP_SUFFIX,
     offset_from_filename,
@@ -44,6 +50,8 @@ from .names import (
 from .producer_state import ProducerStateManager
 from .scan import BatchScanner
 from .segment import Segment
+from .segment_recovery import load_indexes
+from .segment_recovery import recover as recover_segment
 
 
 @dataclass
@@ -114,7 +122,7 @@ def _clean_stray_files(fs: FileSystem, directory: str, config: LogConfig, now: i
         base = offset_from_filename(name)
         seg = Segment(directory, base, fs, config, now, suffix=SWAP_SUFFIX)
         try:
-            seg.recover()
+            recover_segment(seg)
             end = seg.next_offset
         finally:
             seg.close()
@@ -130,6 +138,29 @@ def _clean_stray_files(fs: FileSystem, directory: str, config: LogConfig, now: i
         fs.rename(os.path.join(directory, name),
                   os.path.join(directory, name[: -len(SWAP_SUFFIX)]))
         stats.swaps_completed += 1
+
+
+def _open_epoch_cache(directory: str, fs: FileSystem, topic: str,
+                      partition: int) -> LeaderEpochCache:
+    """The partition's leader epoch cache. A ``leader-epoch-checkpoint`` that cannot be read
+    stops the load, as Kafka's CheckpointFileWithFailureHandler takes the log dir offline: it
+    is written atomically, so a bad line means the file was damaged or edited, and going on
+    without it would lose the partition's epochs for good after a clean shutdown (recovery,
+    which reads epochs from batch headers, does not run then)."""
+    try:
+        return LeaderEpochCache(directory, fs)
+    except MalformedCheckpoint as exc:
+        log_dir = os.path.dirname(os.path.normpath(directory))
+        raise LogDirError(
+            f"Cannot load the log of {topic}-{partition} in {log_dir}: {exc}. Fix that line "
+            f"(line 1 is the version 0, line 2 the number of entries, then one 'epoch "
+            f"startOffset' line per entry, two integers, both increasing), or delete the file "
+            f"together with {os.path.join(log_dir, CLEAN_SHUTDOWN_MARKER)} and "
+            f"{os.path.join(log_dir, RECOVERY_POINT_CHECKPOINT)}: the next start then "
+            f"recovers every segment of that dir (a slower start, no data lost) and rebuilds "
+            f"the epochs from the batches. The broker stops here rather than lose them; "
+            f"nothing was changed on disk."
+        ) from exc
 
 
 def load_log(
@@ -159,6 +190,8 @@ def load_log(
         parsed = parse_partition_dir(os.path.basename(os.path.normpath(directory)))
         topic, partition = parsed if parsed else (os.path.basename(directory), 0)
     fs.makedirs(directory)
+    # Read first, so that a malformed file stops the load before anything on disk changes.
+    epoch_cache = _open_epoch_cache(directory, fs, topic, partition)
     now = time_ms()
     _clean_stray_files(fs, directory, config, now, stats)
 
@@ -175,8 +208,6 @@ def load_log(
             stats.stray_files_removed += 1
     bases.sort()
 
-    epoch_cache = LeaderEpochCache(directory, fs)
-
     def on_batch(_pos: int, h: BatchHeader, _scanner: BatchScanner) -> None:
         epoch_cache.maybe_assign_from_batch(h.partition_leader_epoch, h.base_offset)
 
@@ -185,11 +216,11 @@ def load_log(
     for i, base in enumerate(bases):
         seg = Segment(directory, base, fs, config, now)
         must_recover = not clean_shutdown and i >= first_unflushed
-        if not must_recover and not seg.load_indexes():
+        if not must_recover and not load_indexes(seg):
             must_recover = True
             stats.indexes_rebuilt += 1
         if must_recover:
-            truncated, scanner = seg.recover(on_batch)
+            truncated, scanner = recover_segment(seg, on_batch)
             stats.segments_recovered += 1
             stats.batches_scanned += scanner.batches
             stats.bytes_truncated += truncated

@@ -8,7 +8,7 @@ Large reads (a consumer catching up) are served zero-copy: a read-only ``mmap`` 
 sliced into memoryviews the broker writes straight to the socket; small reads use ``pread``.
 A memoryview keeps its mapping alive after the segment lets go of it (deleted files stay
 readable through it), and a segment never shrinks a file that may still be mapped: it
-copies the kept prefix into a new file instead (:meth:`Segment._shrink`), because touching
+copies the kept prefix into a new file instead (:meth:`Segment.shrink`), because touching
 a mapped page past the end of a file is SIGBUS.
 
 Only the active segment keeps its ``.log`` descriptor open for good; an older segment opens
@@ -26,13 +26,11 @@ import mmap
 import os
 import struct
 from bisect import bisect_left
-from collections.abc import Callable
 
 from moldau.protocol.records.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, read_header
 from moldau.protocol.records.codec import decode_batch
 
 from .config import LogConfig
-from .errors import CorruptIndex
 from .fs import RW_CREATE, RW_EXISTING, FileSystem, fsync_handles
 from .handles import HANDLE_POOL, HandlePool
 from .index import OffsetIndex, TimeIndex
@@ -109,6 +107,11 @@ class Segment:
     def __repr__(self) -> str:
         return (f"Segment(base={self.base_offset}, size={self.size}, next={self.next_offset}, "
                 f"max_ts={self.max_timestamp})")
+
+    @property
+    def fs(self) -> FileSystem:
+        """The filesystem seam this segment's files go through."""
+        return self._fs
 
     # -- descriptor ----------------------------------------------------------------------
     @property
@@ -404,7 +407,7 @@ class Segment:
             return False
         return True
 
-    def _shrink(self, size: int) -> None:
+    def shrink(self, size: int) -> None:
         """Cut the file to ``size`` bytes. If a mapping of it may still be read (a response
         being sent), the kept bytes go to a new file that replaces it, and the old file, still
         mapped, keeps its length."""
@@ -450,7 +453,7 @@ class Segment:
     def read_at(self, pos: int, size: int) -> bytes:
         return self._fs.pread(self.fd, size, pos)
 
-    # -- truncation and recovery ---------------------------------------------------------
+    # -- truncation (start-up checks and recovery: segment_recovery.py) ------------------
     def truncate_to(self, offset: int, now_ms: int) -> int:
         """Remove batches whose last offset is >= ``offset``; returns bytes removed."""
         found = self.translate(offset)
@@ -462,7 +465,7 @@ class Segment:
             return 0
         pos, header = found[0], found[1]
         removed = self.size - pos
-        self._shrink(pos)
+        self.shrink(pos)
         self.size = pos
         self.next_offset = header.base_offset if pos > 0 else self.base_offset
         if pos == 0:
@@ -477,86 +480,6 @@ class Segment:
             if h.max_timestamp > ts:
                 ts, off = h.max_timestamp, h.base_offset + h.last_offset_delta
         self.max_timestamp, self.offset_of_max_timestamp = ts, off
-
-    def load_indexes(self) -> bool:
-        """Load and sanity-check index files of an existing segment (no batch scan beyond the
-        last indexed batch). False if an index is missing or bad: recover the segment then."""
-        try:
-            self.index.load(self.size)
-            self.time_index.load()
-        except (CorruptIndex, FileNotFoundError):
-            return False
-        if self.size == 0 and (self.index.rel or self.time_index.rel):
-            return False
-        walker = self.batches_from(self.index.last_position)
-        last: BatchHeader | None = None
-        for _pos, h in walker:
-            last = h
-        if walker.valid_end != self.size:
-            return False  # the tail does not parse: not the clean segment it claims to be
-        if last is not None:
-            self.next_offset = last.base_offset + last.last_offset_delta + 1
-        elif self.size:
-            return False
-        ts, off = self.time_index.last_entry()
-        if self.index.rel and self.next_offset <= self.base_offset + self.index.rel[-1]:
-            return False
-        if self.time_index.rel and off >= self.next_offset:
-            return False
-        self.max_timestamp, self.offset_of_max_timestamp = ts, off
-        self.bytes_since_index = 0
-        return True
-
-    def recover(self, on_batch: Callable[[int, BatchHeader, BatchScanner], None] | None = None
-                ) -> tuple[int, BatchScanner]:
-        """Rebuild indexes from a CRC-verified scan, truncating at the first bad batch.
-
-        Returns (bytes truncated, the scanner with its statistics).
-        """
-        was_active = self.active
-        self.forget_tail()
-        self.index.appendable = False
-        self.time_index.appendable = False
-        self.index.rel = type(self.index.rel)("i")
-        self.index.positions = type(self.index.positions)("i")
-        self.time_index.timestamps = type(self.time_index.timestamps)("q")
-        self.time_index.rel = type(self.time_index.rel)("i")
-        scanner = BatchScanner(self._fs, self.fd, 0, self.size, verify=True,
-                               segment_base=self.base_offset)
-        max_ts, off_max = -1, self.base_offset
-        last_entry_pos = 0
-        first_ts: int | None = None
-        interval = self.index_interval
-        for pos, h in scanner:
-            last_offset = h.base_offset + h.last_offset_delta
-            if first_ts is None:
-                first_ts = h.max_timestamp
-            if h.max_timestamp > max_ts:
-                max_ts, off_max = h.max_timestamp, last_offset
-            if pos - last_entry_pos > interval:
-                self.index.append(last_offset, pos)
-                self.time_index.maybe_append(max_ts, off_max)
-                last_entry_pos = pos
-            if on_batch is not None:
-                on_batch(pos, h, scanner)
-        truncated = self.size - scanner.valid_end
-        if truncated:
-            self._shrink(scanner.valid_end)
-            self.size = scanner.valid_end
-        self.time_index.maybe_append(max_ts, off_max)
-        self._fs.write_file_atomic(self.index.path, self.index.write_all_entries(), sync=False)
-        self._fs.write_file_atomic(self.time_index.path, self.time_index.write_all_entries(),
-                                   sync=False)
-        self.index.mark_persisted()
-        self.time_index.mark_persisted()
-        self.next_offset = scanner.next_offset if scanner.next_offset is not None \
-            else self.base_offset
-        self.max_timestamp, self.offset_of_max_timestamp = max_ts, off_max
-        self.rolling_ts = first_ts
-        self.bytes_since_index = self.size - last_entry_pos if self.size else 0
-        if was_active:
-            self.open_for_append()
-        return truncated, scanner
 
     # -- timestamps ----------------------------------------------------------------------
     def find_offset_by_timestamp(self, timestamp: int, start_offset: int
@@ -592,13 +515,3 @@ class Segment:
     def flush(self) -> None:
         fds, paths = self.flush_handles()
         fsync_handles(self._fs, fds, paths)
-
-
-def segment_base_offsets(fs: FileSystem, directory: str) -> list[int]:
-    """Base offsets of the ``.log`` files in a partition directory."""
-    out = []
-    for name in fs.listdir(directory):
-        if name.endswith(LOG_SUFFIX) and name[: -len(LOG_SUFFIX)].isdigit():
-            out.append(int(name[: -len(LOG_SUFFIX)]))
-    return sorted(out)
-

@@ -1,7 +1,8 @@
 """Helpers for broker-level robustness tests: a raw Kafka protocol socket and checks that a
 broker still serves and still holds what it acknowledged.
 
-Used by tests/integration/test_bad_input.py, tests/integration/test_retention_roll.py and
+Used by the integration tests that speak the protocol themselves (test_bad_input.py,
+test_wire_limits.py, test_resource_limits.py, test_admin_protocol.py, ...) and by
 tests/faults/test_broker_durability.py. Everything here talks to a real broker over TCP.
 """
 
@@ -11,7 +12,8 @@ import itertools
 import socket
 import struct
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +22,24 @@ from moldau.protocol.entities import build, to_dict
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages import decode_response, encode_request, request_schema
 from moldau.protocol.records.codec import build_batch, iter_decoded
+from moldau.testing.runner import BrokerProcess
 
 _INT32 = struct.Struct(">i")
 PRODUCE_VERSION = 9
 FETCH_VERSION = 12
+
+
+def request_frame(api: int, version: int, body: dict[str, Any] | Any, *,
+                  correlation_id: int = 1, client_id: str | None = "robustness-test") -> bytes:
+    """A request frame (with its size prefix) built from plain data, for raw sockets."""
+    schema = request_schema(api, version)
+    assert schema is not None, f"api {api} v{version} has no schema"
+    return encode_request(api, version, correlation_id, client_id, build(schema, body))
+
+
+def framed(payload: bytes) -> bytes:
+    """``payload`` behind its 4-byte size prefix, as every Kafka frame travels."""
+    return _INT32.pack(len(payload)) + payload
 
 
 class Wire:
@@ -38,10 +54,9 @@ class Wire:
     def frame(self, api: int, version: int, body: dict[str, Any] | Any,
               correlation_id: int | None = None) -> tuple[int, bytes]:
         """An encoded request frame (with its size prefix) and its correlation id."""
-        schema = request_schema(api, version)
-        assert schema is not None, f"api {api} v{version} has no schema"
         cid = next(self.correlation) if correlation_id is None else correlation_id
-        return cid, encode_request(api, version, cid, self.client_id, build(schema, body))
+        return cid, request_frame(api, version, body, correlation_id=cid,
+                                  client_id=self.client_id)
 
     def call(self, api: int, version: int, body: dict[str, Any]) -> dict[str, Any]:
         cid, data = self.frame(api, version, body)
@@ -141,17 +156,26 @@ def produce(wire: Wire, topic: str, partition: int, records: bytes | None, *, ac
     return partition_response
 
 
-def fetch_raw(wire: Wire, topic: str, partition: int, offset: int,
-              max_bytes: int = 4 << 20) -> dict[str, Any]:
-    """One Fetch v12 (topic names) without waiting; the partition's response entry."""
-    response = wire.call(ApiKey.FETCH, FETCH_VERSION, {
-        "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": max_bytes,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+def fetch_body(topic: str, partition: int, offset: int, *, max_bytes: int = 4 << 20,
+               max_wait_ms: int = 0, min_bytes: int = 0, replica_id: int = -1
+               ) -> dict[str, Any]:
+    """A Fetch v12 request body (topic names) for one partition, no session; a
+    ``replica_id`` >= 0 is what a follower sends."""
+    return {
+        "replica_id": replica_id, "max_wait": max_wait_ms, "min_bytes": min_bytes,
+        "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
         "topics": [{"topic": topic, "partitions": [{
             "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
             "last_fetched_epoch": -1, "log_start_offset": -1,
             "partition_max_bytes": max_bytes}]}],
-        "forgotten_topics_data": [], "rack_id": ""})
+        "forgotten_topics_data": [], "rack_id": ""}
+
+
+def fetch_raw(wire: Wire, topic: str, partition: int, offset: int,
+              max_bytes: int = 4 << 20) -> dict[str, Any]:
+    """One Fetch v12 (topic names) without waiting; the partition's response entry."""
+    response = wire.call(ApiKey.FETCH, FETCH_VERSION,
+                         fetch_body(topic, partition, offset, max_bytes=max_bytes))
     assert response["error_code"] == ErrorCode.none, response
     return response["responses"][0]["partitions"][0]
 
@@ -212,6 +236,29 @@ def create_topic(wire: Wire, name: str, partitions: int = 1,
         "timeout": 10000, "validate_only": False})
     entry = response["topics"][0]
     assert entry["error_code"] in (ErrorCode.none, ErrorCode.topic_already_exists), entry
+
+
+@contextmanager
+def serving(settings: Mapping[str, Any] | None = None,
+            topics: Mapping[str, Mapping[str, str]] | None = None) -> Iterator[BrokerProcess]:
+    """A ``moldau serve`` process with ``settings``, on a free port, holding ``topics``
+    (name -> topic configs, one partition each); stopped cleanly (then its data removed) on
+    exit."""
+    with BrokerProcess(settings=settings) as node:
+        with Wire(node.port()) as wire:
+            for name, configs in (topics or {}).items():
+                create_topic(wire, name, configs=dict(configs))
+        yield node
+
+
+def rss_mb(broker: BrokerProcess) -> float:
+    """The broker process's resident memory (VmRSS), in MiB."""
+    assert broker.proc is not None, "the broker is not running"
+    with open(f"/proc/{broker.proc.pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS in /proc/{broker.proc.pid}/status")
 
 
 def metadata(wire: Wire, topics: Iterable[str] | None, *, allow_create: bool = True,

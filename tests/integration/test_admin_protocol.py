@@ -10,53 +10,19 @@ loggers, another listener.
 from __future__ import annotations
 
 import logging
-import socket
-import struct
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from broker_wire import Wire
 
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.entities import build, to_dict
 from moldau.protocol.errors import ErrorCode
-from moldau.protocol.messages import decode_response, encode_request, request_schema
 from moldau.testing.runner import InProcessBroker
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND = 0, 1, 2
-
-
-class Wire:
-    """A blocking Kafka protocol connection that speaks plain dicts."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-        self.correlation = 0
-
-    def call(self, api: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        schema = request_schema(api, version)
-        assert schema is not None, f"{api.name} v{version} has no schema"
-        self.correlation += 1
-        self.sock.sendall(encode_request(api, version, self.correlation, "admin-test",
-                                         build(schema, body)))
-        (size,) = struct.unpack(">i", self._read(4))
-        correlation, entity = decode_response(api, version, self._read(size))
-        assert correlation == self.correlation
-        return to_dict(entity)
-
-    def _read(self, n: int) -> bytes:
-        chunks = bytearray()
-        while len(chunks) < n:
-            chunk = self.sock.recv(n - len(chunks))
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            chunks += chunk
-        return bytes(chunks)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +39,8 @@ def node() -> Iterator[InProcessBroker]:
 
 @pytest.fixture
 def wire(node: InProcessBroker) -> Iterator[Wire]:
-    connection = Wire(node.broker.bound_port("PLAINTEXT"))
-    yield connection
-    connection.close()
+    with Wire(node.broker.bound_port("PLAINTEXT"), client_id="admin-test") as connection:
+        yield connection
 
 
 def name(prefix: str) -> str:
@@ -409,14 +374,11 @@ def test_describe_cluster_every_version(wire: Wire, node: InProcessBroker,
 
 
 def test_describe_cluster_on_another_listener(node: InProcessBroker) -> None:
-    other = Wire(node.broker.bound_port("OTHER"))
-    try:
+    with Wire(node.broker.bound_port("OTHER"), client_id="admin-test") as other:
         result = other.call(ApiKey.DESCRIBE_CLUSTER, 2, {
             "include_cluster_authorized_operations": False, "endpoint_type": 1,
             "include_fenced_brokers": False})
-        assert [b["port"] for b in result["brokers"]] == [node.broker.bound_port("OTHER")]
-    finally:
-        other.close()
+    assert [b["port"] for b in result["brokers"]] == [node.broker.bound_port("OTHER")]
 
 
 def test_describe_cluster_endpoint_types_and_fenced(wire: Wire, node: InProcessBroker) -> None:

@@ -24,17 +24,21 @@ from collections.abc import Iterator
 
 import pytest
 from broker_wire import (
+    FETCH_VERSION,
     Ledger,
     Wire,
     assert_serves,
     create_topic,
     fetch_all,
+    fetch_body,
     fetch_raw,
+    framed,
     list_offset,
     make_batch,
     metadata,
     produce,
     produce_body,
+    serving,
     unexpected_tracebacks,
 )
 from crc32c import crc32c
@@ -62,18 +66,10 @@ HEALTH = "health"
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
-    node = BrokerProcess(settings={
-        "socket.request.max.bytes": MAX_REQUEST,
-        "message.max.bytes": BROKER_MAX_MESSAGE,
-    })
-    node.start()
-    with Wire(node.port()) as wire:
-        create_topic(wire, TOPIC)
-        create_topic(wire, SMALL_TOPIC, configs={"max.message.bytes": "4096"})
-        create_topic(wire, HEALTH)
-    yield node
-    node.stop()
-    node.close()
+    settings = {"socket.request.max.bytes": MAX_REQUEST, "message.max.bytes": BROKER_MAX_MESSAGE}
+    topics = {TOPIC: {}, SMALL_TOPIC: {"max.message.bytes": "4096"}, HEALTH: {}}
+    with serving(settings, topics) as node:
+        yield node
 
 
 @pytest.fixture(scope="module")
@@ -113,10 +109,6 @@ def header(api: int, version: int, correlation_id: int, client_id: bytes | None 
     if is_flexible(api, version):
         out += b"\x00"
     return out
-
-
-def framed(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
 
 
 # --- frames --------------------------------------------------------------------------------
@@ -696,14 +688,8 @@ def _seed_frames(wire: Wire) -> list[bytes]:
             "replica_id": -1, "isolation_level": 0,
             "topics": [{"name": "fuzz", "partitions": [
                 {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}]}]})[1],
-        wire.frame(ApiKey.FETCH, 12, {
-            "replica_id": -1, "max_wait": 10, "min_bytes": 0, "max_bytes": 1 << 20,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": "fuzz", "partitions": [{
-                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": 1 << 20}]}],
-            "forgotten_topics_data": [], "rack_id": ""})[1],
+        wire.frame(ApiKey.FETCH, FETCH_VERSION,
+                   fetch_body("fuzz", 0, 0, max_bytes=1 << 20, max_wait_ms=10))[1],
         wire.frame(ApiKey.DESCRIBE_CONFIGS, 4, {
             "resources": [{"resource_type": 2, "resource_name": "fuzz",
                            "configuration_keys": None}],
@@ -716,14 +702,9 @@ def _seed_frames(wire: Wire) -> list[bytes]:
                                                 "endpoint_type": 1})[1],
         # What a follower sends: a Fetch with a replica id (it once crashed the handler, and
         # only the random mutations of the consumer Fetch above ever reached it).
-        wire.frame(ApiKey.FETCH, 12, {
-            "replica_id": 1, "max_wait": 10, "min_bytes": 0, "max_bytes": 1 << 20,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": "fuzz", "partitions": [{
-                "partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
-                "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": 1 << 20}]}],
-            "forgotten_topics_data": [], "rack_id": ""})[1],
+        wire.frame(ApiKey.FETCH, FETCH_VERSION,
+                   fetch_body("fuzz", 0, 0, max_bytes=1 << 20, max_wait_ms=10,
+                              replica_id=1))[1],
         wire.frame(ApiKey.LIST_OFFSETS, 7, {
             "replica_id": 1, "isolation_level": 0,
             "topics": [{"name": "fuzz", "partitions": [

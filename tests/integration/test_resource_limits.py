@@ -28,7 +28,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from broker_wire import Wire, create_topic, make_batch, metadata, produce, unexpected_tracebacks
+from broker_wire import (
+    Wire,
+    make_batch,
+    metadata,
+    produce,
+    rss_mb,
+    serving,
+    unexpected_tracebacks,
+)
 
 from moldau.protocol.errors import ErrorCode
 from moldau.testing.processes import terminate
@@ -62,22 +70,8 @@ def raise_file_limit() -> None:
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
     raise_file_limit()
-    node = BrokerProcess()
-    node.start()
-    with Wire(node.port()) as wire:
-        create_topic(wire, TOPIC)
-    yield node
-    node.stop()
-    node.close()
-
-
-def rss_mb(broker: BrokerProcess) -> float:
-    assert broker.proc is not None
-    with open(f"/proc/{broker.proc.pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+    with serving(topics={TOPIC: {}}) as node:
+        yield node
 
 
 def round_trips(wire: Wire, n: int, pause: float = PAUSE) -> list[float]:

@@ -23,7 +23,18 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from broker_wire import Wire, create_topic, make_batch, metadata, produce, unexpected_tracebacks
+from broker_wire import (
+    Wire,
+    create_topic,
+    fetch_body,
+    framed,
+    make_batch,
+    metadata,
+    produce,
+    rss_mb,
+    serving,
+    unexpected_tracebacks,
+)
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -37,17 +48,10 @@ TOPIC = "limits"
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[BrokerProcess]:
-    node = BrokerProcess(settings={
-        "connections.max.idle.ms": IDLE_MS,
-        "queued.max.request.bytes": POOL,
-        "message.max.bytes": 4 * MiB,
-    })
-    node.start()
-    with Wire(node.port()) as wire:
-        create_topic(wire, TOPIC)
-    yield node
-    node.stop()
-    node.close()
+    settings = {"connections.max.idle.ms": IDLE_MS, "queued.max.request.bytes": POOL,
+                "message.max.bytes": 4 * MiB}
+    with serving(settings, {TOPIC: {}}) as node:
+        yield node
 
 
 @pytest.fixture(autouse=True)
@@ -57,19 +61,6 @@ def no_tracebacks(broker: BrokerProcess) -> Iterator[None]:
     assert broker.proc is not None and broker.proc.poll() is None, "the broker died"
     crashes = unexpected_tracebacks(broker.log_text()[start:])
     assert not crashes, crashes[0]
-
-
-def rss_mb(broker: BrokerProcess) -> float:
-    assert broker.proc is not None
-    with open(f"/proc/{broker.proc.pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
-def framed(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
 
 
 class Prober:
@@ -260,13 +251,9 @@ def test_connections_in_use_are_not_idle(broker: BrokerProcess) -> None:
 
 
 def _fetch_body(offset: int, *, max_wait_ms: int) -> dict[str, object]:
-    return {"replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": TOPIC, "partitions": [{
-                "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-                "last_fetched_epoch": -1, "log_start_offset": -1,
-                "partition_max_bytes": 1 << 20}]}],
-            "forgotten_topics_data": [], "rack_id": ""}
+    """A Fetch that waits (min_bytes 1) up to ``max_wait_ms`` at ``offset`` of TOPIC."""
+    return fetch_body(TOPIC, 0, offset, max_bytes=1 << 20, max_wait_ms=max_wait_ms,
+                      min_bytes=1)
 
 
 def test_every_request_gives_its_memory_back() -> None:

@@ -9,7 +9,8 @@ States and their allowed predecessors::
     Dead                <- any
 
 Everything here is plain data and pure decisions (protocol selection, what a record holds);
-the request flow with its timers lives in :mod:`.classic_protocol`. The durable part of a
+the request flow lives in :mod:`.classic_protocol`, the rebalance with its timers in
+:mod:`.classic_rebalance`. The durable part of a
 group is its :class:`~.records.GroupValue` record: :meth:`ClassicGroup.to_record` writes it and
 :meth:`ClassicGroup.replay` rebuilds a group from it when the coordinator loads.
 """

@@ -11,8 +11,8 @@ heartbeating for their session timeout are removed, which starts a new rebalance
 JoinGroup and SyncGroup answers are futures parked on the member until the group is ready; the
 request's connection waits on them (the broker's connection parks async handlers).
 
-A rebalance that nobody rejoined leaves the group empty: that generation is entered only once
-its record is written (see :meth:`ClassicProtocol._enter_empty_generation`).
+This module validates the requests and updates the members; the rebalance itself (its phases,
+timers, member removal and the group's record) is :class:`~.classic_rebalance.ClassicRebalance`.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
 from .classic import ClassicGroup, ClassicMember, ClassicState, JoinResult, SyncResult, complete
+from .classic_rebalance import ClassicRebalance
 from .errors import GroupError
-from .records import GroupKey
 
 if TYPE_CHECKING:
     from .coordinator import GroupCoordinator
@@ -37,8 +37,6 @@ log = logging.getLogger(__name__)
 
 # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: a new member that never completes its join.
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
-EMPTY_RETRY_MS = 500
-"""Back-off before writing an emptied group's generation again after a failed write."""
 
 S = ClassicState
 
@@ -71,8 +69,7 @@ class ClassicProtocol:
         self.coordinator = coordinator
         self.timer = coordinator.timer
         self.config = coordinator.config
-        # Ids of groups whose empty generation is being written.
-        self.emptying: set[str] = set()
+        self.rebalance = ClassicRebalance(coordinator)
 
     # --- helpers -----------------------------------------------------------------------
     def _now(self) -> int:
@@ -206,9 +203,9 @@ class ClassicProtocol:
         group.add(member)
         if group.is_in(S.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True
-        self._schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
-        self._check_join_complete(group)
+        self.rebalance.schedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self.rebalance.maybe_prepare_rebalance(group, f"adding new member {member_id}")
+        self.rebalance.check_join_complete(group)
         return future
 
     def _update_member_and_rebalance(self, group: ClassicGroup, member: ClassicMember,
@@ -222,8 +219,9 @@ class ClassicProtocol:
                                                 member_id=member.member_id))
         future: asyncio.Future[JoinResult] = self._future()
         member.join_future = future
-        self._maybe_prepare_rebalance(group, f"updating metadata for member {member.member_id}")
-        self._check_join_complete(group)
+        self.rebalance.maybe_prepare_rebalance(
+            group, f"updating metadata for member {member.member_id}")
+        self.rebalance.check_join_complete(group)
         return future
 
     def _replace_static_member(self, group: ClassicGroup, old_id: str, new_id: str,
@@ -243,7 +241,7 @@ class ClassicProtocol:
         member.client_id, member.client_host = req.client_id, req.client_host
         future: asyncio.Future[JoinResult] = self._future()
         member.join_future = future
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self.rebalance.schedule_heartbeat(group, member, member.session_timeout_ms)
         match group.state:
             case S.STABLE:
                 if group.protocol_name == group.select_protocol():
@@ -252,19 +250,20 @@ class ClassicProtocol:
                     self.coordinator.spawn(self._store_static_rejoin(
                         group, member, old_id, old_protocols, previous_leader))
                 else:
-                    self._maybe_prepare_rebalance(
+                    self.rebalance.maybe_prepare_rebalance(
                         group, f"static member {new_id} changed the selected protocol")
             case S.COMPLETING_REBALANCE:
-                self._prepare_rebalance(group, f"static member {new_id} rejoined during sync")
+                self.rebalance.prepare_rebalance(
+                    group, f"static member {new_id} rejoined during sync")
             case _:
-                self._check_join_complete(group)
+                self.rebalance.check_join_complete(group)
         return future
 
     async def _store_static_rejoin(self, group: ClassicGroup, member: ClassicMember,
                                    old_id: str, old_protocols: list[tuple[str, bytes]],
                                    previous_leader: str | None) -> None:
         try:
-            await self.store_group(group)
+            await self.rebalance.store_group(group)
         except GroupError as exc:
             if member.member_id in group.members and member.group_instance_id is not None:
                 group.replace_static_member(member.group_instance_id, member.member_id, old_id)
@@ -277,169 +276,7 @@ class ClassicProtocol:
             protocol_name=group.protocol_name, leader=previous_leader or "",
             member_id=member.member_id, members=[]))
         member.join_future = None
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
-
-    # --- rebalance phases ------------------------------------------------------------------
-    def _maybe_prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
-
-    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> None:
-        if group.is_in(S.COMPLETING_REBALANCE):
-            self._reset_and_propagate_error(group, ErrorCode.rebalance_in_progress)
-        join_key = ("join", group.group_id)
-        if group.is_in(S.EMPTY):
-            delay = self.config.initial_rebalance_delay_ms
-            group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
-            group.new_member_added = False
-            self.timer.schedule(join_key, delay, lambda: self._initial_delay_expired(group))
-            initial = True
-        else:
-            self.timer.schedule(join_key, group.rebalance_timeout_ms(),
-                                lambda: self._complete_join(group))
-            initial = False
-        log.info("Preparing to rebalance group %s in state %s with old generation %d "
-                 "(reason: %s)", group.group_id, group.state.value, group.generation_id, reason)
-        group.transition(S.PREPARING_REBALANCE, self._now())
-        group.initial_delay_active = initial
-        if not initial:
-            self._check_join_complete(group)
-
-    def _initial_delay_expired(self, group: ClassicGroup) -> None:
-        if not group.is_in(S.PREPARING_REBALANCE):
-            return
-        remaining = group.initial_delay_remaining_ms
-        if group.new_member_added and remaining > 0:
-            group.new_member_added = False
-            delay = min(self.config.initial_rebalance_delay_ms, remaining)
-            group.initial_delay_remaining_ms = max(
-                remaining - self.config.initial_rebalance_delay_ms, 0)
-            self.timer.schedule(("join", group.group_id), delay,
-                                lambda: self._initial_delay_expired(group))
-            return
-        self._complete_join(group)
-
-    def _check_join_complete(self, group: ClassicGroup) -> None:
-        if (group.is_in(S.PREPARING_REBALANCE)
-                and not group.initial_delay_active
-                and group.all_members_joined()):
-            self._complete_join(group)
-
-    def _complete_join(self, group: ClassicGroup) -> None:
-        """Kafka's onCompleteJoin: start the next generation with whoever rejoined."""
-        if not group.is_in(S.PREPARING_REBALANCE):
-            return
-        group.initial_delay_active = False
-        self.timer.cancel(("join", group.group_id))
-        for member in group.not_yet_rejoined():
-            log.info("Group %s removes member %s which did not rejoin in time",
-                     group.group_id, member.member_id)
-            self._drop_member(group, member, ErrorCode.unknown_member_id)
-        if group.is_empty:
-            if group.group_id not in self.emptying:
-                self.emptying.add(group.group_id)
-                self.coordinator.spawn(self._enter_empty_generation(group))
-            return
-        group.generation_id += 1
-        now = self._now()
-        group.protocol_name = group.select_protocol()
-        group.transition(S.COMPLETING_REBALANCE, now)
-        log.info("Stabilized group %s generation %d with %d members (protocol %s)",
-                 group.group_id, group.generation_id, len(group.members), group.protocol_name)
-        for member in list(group.members.values()):
-            complete(member.join_future, group.join_result(member))
-            member.join_future = None
-            member.is_new = False
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)
-        group.pending_sync = set(group.members)
-        generation = group.generation_id
-        self.timer.schedule(("sync", group.group_id), group.rebalance_timeout_ms(),
-                            lambda: self._sync_expired(group, generation))
-
-    def _sync_expired(self, group: ClassicGroup, generation: int) -> None:
-        """Members that never sent SyncGroup within the rebalance timeout are removed."""
-        if generation != group.generation_id or not group.is_in(S.COMPLETING_REBALANCE,
-                                                                  S.STABLE):
-            return
-        missing = [group.members[m] for m in group.pending_sync if m in group.members]
-        if not missing:
-            return
-        for member in missing:
-            log.info("Group %s removes member %s which did not sync in time",
-                     group.group_id, member.member_id)
-            self._drop_member(group, member, ErrorCode.unknown_member_id)
-        self._maybe_prepare_rebalance(group, "members did not sync in time")
-
-    def _reset_and_propagate_error(self, group: ClassicGroup, error: int) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-            complete(member.sync_future, SyncResult(error=error))
-            member.sync_future = None
-        group.pending_sync.clear()
-        self.timer.cancel(("sync", group.group_id))
-
-    def _set_and_propagate_assignment(self, group: ClassicGroup,
-                                      assignments: Mapping[str, bytes]) -> None:
-        for member in group.members.values():
-            member.assignment = assignments.get(member.member_id, b"")
-            if member.sync_future is not None:
-                complete(member.sync_future, SyncResult(
-                    protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-                    assignment=member.assignment))
-                member.sync_future = None
-                self._schedule_heartbeat(group, member, member.session_timeout_ms)
-
-    # --- persistence -----------------------------------------------------------------------
-    async def store_group(self, group: ClassicGroup,
-                          assignments: Mapping[str, bytes] | None = None) -> None:
-        """Write the group's GroupMetadata record (with ``assignments`` if given)."""
-        value = group.to_record()
-        if assignments is not None:
-            members = tuple(
-                m.__class__(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                            m.rebalance_timeout, m.session_timeout, m.subscription,
-                            assignments.get(m.member_id, b""))
-                for m in value.members)
-            value = value.__class__(value.protocol_type, value.generation, value.protocol,
-                                    value.leader, value.current_state_timestamp, members)
-        shard = self.coordinator.shard_of_group(group.group_id)
-        await self.coordinator.write(shard, [(GroupKey(group.group_id), value)])
-
-    async def _enter_empty_generation(self, group: ClassicGroup) -> None:
-        """Write the next, empty generation of a group nobody rejoined, then enter it, so
-        memory never runs ahead of the log (Kafka's old coordinator entered it at once and only
-        warned on a failed write; its new one reverts the change then). Until then the group
-        stays rebalancing without members; a failed write is retried after
-        :data:`EMPTY_RETRY_MS`; a member joining meanwhile starts the next generation itself."""
-        generation, now = group.generation_id, self._now()
-        value = replace(group.to_record(), generation=generation + 1, protocol=None,
-                        leader=None, current_state_timestamp=now, members=())
-        try:
-            shard = self.coordinator.shard_of_group(group.group_id)
-            await self.coordinator.write(shard, [(GroupKey(group.group_id), value)])
-        except GroupError as exc:
-            if exc.code == ErrorCode.not_coordinator:
-                # The shard moved: the next coordinator loads the group from the log.
-                log.info("Group %s: the empty generation was not written: %s",
-                         group.group_id, exc)
-                return
-            log.warning("Group %s: could not write its empty generation %d (%s: %s); "
-                        "retrying in %d ms", group.group_id, generation + 1, exc.code.name,
-                        exc, EMPTY_RETRY_MS)
-            self.timer.schedule(("join", group.group_id), EMPTY_RETRY_MS,
-                                lambda: self._complete_join(group))
-            return
-        finally:
-            self.emptying.discard(group.group_id)
-        if (group.generation_id != generation or not group.is_in(S.PREPARING_REBALANCE)
-                or not group.is_empty):
-            return  # a member joined meanwhile and started the next generation itself
-        group.generation_id = generation + 1
-        group.protocol_name = None
-        group.leader_id = None
-        group.transition(S.EMPTY, now)
-        log.info("Group %s with generation %d is now empty", group.group_id,
-                 group.generation_id)
+        self.rebalance.schedule_heartbeat(group, member, member.session_timeout_ms)
 
     # --- SyncGroup -------------------------------------------------------------------------
     def sync(self, shard: GroupShard, group_id: str, generation_id: int, member_id: str,
@@ -467,7 +304,7 @@ class ClassicProtocol:
                 return SyncResult(error=ErrorCode.rebalance_in_progress)
             case S.STABLE:
                 self._synced(group, member_id)
-                self._schedule_heartbeat(group, member, member.session_timeout_ms)
+                self.rebalance.schedule_heartbeat(group, member, member.session_timeout_ms)
                 return SyncResult(protocol_type=group.protocol_type,
                                   protocol_name=group.protocol_name,
                                   assignment=member.assignment)
@@ -478,30 +315,13 @@ class ClassicProtocol:
         self._synced(group, member_id)
         if group.is_leader(member_id):
             full = {m: assignments.get(m, b"") for m in group.members}
-            self.coordinator.spawn(self._store_assignment(group, generation_id, full))
+            self.coordinator.spawn(self.rebalance.store_assignment(group, generation_id, full))
         return future
 
     def _synced(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync.discard(member_id)
         if not group.pending_sync:
             self.timer.cancel(("sync", group.group_id))
-
-    async def _store_assignment(self, group: ClassicGroup, generation: int,
-                                assignments: dict[str, bytes]) -> None:
-        error: int = 0
-        try:
-            await self.store_group(group, assignments)
-        except GroupError as exc:
-            error = exc.code
-        # Members may have come or gone while the write was in flight.
-        if not group.is_in(S.COMPLETING_REBALANCE) or group.generation_id != generation:
-            return
-        if error:
-            self._reset_and_propagate_error(group, error)
-            self._maybe_prepare_rebalance(group, "storing the assignment failed")
-            return
-        self._set_and_propagate_assignment(group, assignments)
-        group.transition(S.STABLE, self._now())
 
     # --- Heartbeat -------------------------------------------------------------------------
     def heartbeat(self, shard: GroupShard, group_id: str, generation_id: int, member_id: str,
@@ -519,30 +339,15 @@ class ClassicProtocol:
                 raise GroupError(ErrorCode.illegal_generation)
         except GroupError as exc:
             return exc.code
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self.rebalance.schedule_heartbeat(group, member, member.session_timeout_ms)
         if group.is_in(S.PREPARING_REBALANCE):
             return ErrorCode.rebalance_in_progress
         return ErrorCode.none
 
-    def _schedule_heartbeat(self, group: ClassicGroup, member: ClassicMember,
-                            timeout_ms: int) -> None:
-        key = ("heartbeat", group.group_id, member.member_id)
-        self.timer.schedule(key, timeout_ms, lambda: self._heartbeat_expired(group, member))
-
-    def _heartbeat_expired(self, group: ClassicGroup, member: ClassicMember) -> None:
-        if group.members.get(member.member_id) is not member:
-            return
-        if not member.is_new and (member.awaiting_join or member.awaiting_sync):
-            # Parked in JoinGroup/SyncGroup: alive; the next phase reschedules the timer.
-            return
-        log.info("Member %s in group %s has failed, removing it from the group",
-                 member.member_id, group.group_id)
-        self.remove_member(group, member, "session timeout expired")
-
     def _expire_pending(self, group: ClassicGroup, member_id: str) -> None:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
-            self._check_join_complete(group)
+            self.rebalance.check_join_complete(group)
 
     # --- LeaveGroup and removal ------------------------------------------------------------
     def leave(self, shard: GroupShard, group_id: str,
@@ -564,7 +369,7 @@ class ClassicProtocol:
                 if member_id in group.pending_members:
                     group.pending_members.discard(member_id)
                     self.timer.cancel(("pending", group.group_id, member_id))
-                    self._check_join_complete(group)
+                    self.rebalance.check_join_complete(group)
                     errors.append(ErrorCode.none)
                     continue
                 member = self._known_member(group, member_id, instance_id)
@@ -573,39 +378,15 @@ class ClassicProtocol:
                 continue
             log.info("Member %s has left group %s through explicit LeaveGroup", member_id,
                      group_id)
-            self.remove_member(group, member, "member left")
+            self.rebalance.remove_member(group, member, "member left")
             errors.append(ErrorCode.none)
         return 0, errors
-
-    def _drop_member(self, group: ClassicGroup, member: ClassicMember, error: int) -> None:
-        complete(member.join_future, JoinResult(error=error, member_id=member.member_id))
-        complete(member.sync_future, SyncResult(error=error))
-        member.join_future = member.sync_future = None
-        self.timer.cancel(("heartbeat", group.group_id, member.member_id))
-        group.remove(member.member_id)
-
-    def remove_member(self, group: ClassicGroup, member: ClassicMember, reason: str) -> None:
-        """Kafka's removeMemberAndUpdateGroup."""
-        self._drop_member(group, member, ErrorCode.unknown_member_id)
-        if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, f"removing member {member.member_id}: {reason}")
-        elif group.is_in(S.PREPARING_REBALANCE):
-            self._check_join_complete(group)
 
     # --- lifecycle -------------------------------------------------------------------------
     def start_loaded(self, group: ClassicGroup) -> None:
         """Arm the session timers of a group just loaded from the log."""
-        for member in group.members.values():
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)
+        self.rebalance.start_loaded(group)
 
     def shutdown_group(self, group: ClassicGroup, error: int) -> None:
         """Answer every parked request with ``error`` and stop the group's timers."""
-        for member in group.members.values():
-            complete(member.join_future, JoinResult(error=error, member_id=member.member_id))
-            complete(member.sync_future, SyncResult(error=error))
-            member.join_future = member.sync_future = None
-            self.timer.cancel(("heartbeat", group.group_id, member.member_id))
-        for member_id in group.pending_members:
-            self.timer.cancel(("pending", group.group_id, member_id))
-        self.timer.cancel(("join", group.group_id))
-        self.timer.cancel(("sync", group.group_id))
+        self.rebalance.shutdown_group(group, error)

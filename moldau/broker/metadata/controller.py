@@ -169,6 +169,19 @@ class Controller:
             return exc.code, exc.message
         return None
 
+    def _validate_and_commit(self, records: Sequence[MetadataRecord], what: str,
+                             validate_only: bool) -> tuple[ErrorCode, str | None]:
+        """One request's records: refused if they do not fit one metadata batch (also with
+        ``validate_only``, so that it answers as the real request would), else committed
+        unless ``validate_only``."""
+        try:
+            self._check_size(records, what)
+        except KafkaError as exc:
+            return exc.code, exc.message
+        if validate_only:
+            return ErrorCode.none, None
+        return self._try_commit(records) or (ErrorCode.none, None)
+
     def _assign_replicas(self, partitions: Iterable[int], factor: int) -> dict[int, list[int]]:
         brokers = [b.broker_id for b in self.image.live_brokers()]
         start = random.randrange(len(brokers)) if brokers else 0
@@ -342,13 +355,8 @@ class Controller:
         records: list[MetadataRecord] = [
             PartitionRecord(topic.topic_id, p, list(plan[p]), list(plan[p]), plan[p][0])
             for p in new]
-        try:
-            self._check_size(records, f"{len(new)} new partitions of '{name}'")
-        except KafkaError as exc:
-            return exc.code, exc.message
-        if validate_only:
-            return ErrorCode.none, None
-        return self._try_commit(records) or (ErrorCode.none, None)
+        return self._validate_and_commit(records, f"{len(new)} new partitions of '{name}'",
+                                         validate_only)
 
     def change_partition(self, topic_id: uuid.UUID, partition: int, *,
                          leader: int | None = None, isr: list[int] | None = None) -> None:
@@ -395,13 +403,8 @@ class Controller:
             for key in current:
                 if key not in changes:
                     records.append(ConfigRecord(resource_type, name, key, None))
-        try:
-            self._check_size(records, f"the config change of '{name}'")
-        except KafkaError as exc:
-            return exc.code, exc.message
-        if validate_only:
-            return ErrorCode.none, None
-        return self._try_commit(records) or (ErrorCode.none, None)
+        return self._validate_and_commit(records, f"the config change of '{name}'",
+                                         validate_only)
 
     def incremental_alter_configs(
         self, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],

@@ -71,6 +71,25 @@ def test_closing_frees_everything_once() -> None:
     assert not a.account.reserve(1)
 
 
+def test_a_client_that_left_frees_its_cut_off_frame_and_keeps_its_complete_ones() -> None:
+    """A connection drains after its client left: the frame it was receiving is dropped at
+    once (also giving back the overflow slot), complete frames keep their memory until
+    their requests are handled."""
+    pool = MemoryPool(100)
+    leaving, other = Conn(pool), Conn(pool)
+    assert leaving.account.reserve(30)
+    leaving.account.complete(30, 30)  # one complete request, not handled yet
+    assert leaving.account.reserve(80)  # a large frame, partly received, over the limit
+    assert not other.account.reserve(10)
+    other.account.wait(reserving=True)
+    leaving.account.drop_partial()
+    assert pool.used == 30 and other.woken == 1 and not leaving.account.waiting
+    assert other.account.reserve(10)
+    leaving.account.release(30)  # its last request was handled
+    leaving.account.close()
+    assert pool.used == 10
+
+
 def test_minus_one_means_no_limit() -> None:
     pool = MemoryPool(-1)
     conn = Conn(pool)

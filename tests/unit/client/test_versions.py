@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
+
 import pytest
 
 from moldau.client.errors import UnsupportedVersionError
@@ -13,6 +16,7 @@ from moldau.client.versions import (
     client_range,
 )
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.schemas import highest_version
 
 
 def test_client_ranges_come_from_kio() -> None:
@@ -49,3 +53,25 @@ def test_kip511_retry_version() -> None:
     assert api_versions_retry_version([VersionRange(18, 0, 2)]) == 2
     assert api_versions_retry_version([VersionRange(18, 0, 9)]) == 3
     assert api_versions_retry_version([]) == 0
+
+
+def test_made_up_api_keys_from_a_broker_leave_nothing_behind() -> None:
+    """A broker (or proxy) listing every int16 api key at version 32767 in ApiVersions must
+    not grow the client's version caches (before: one cached entry per made-up api key, each
+    after 40 schema lookups; ~30,000 keys kept about 3 MB for the life of the process)."""
+    made_up = [k for k in range(-32768, 32768) if highest_version(k) is None]
+    hostile = [VersionRange(k, 0, 32767) for k in made_up]
+    hostile.append(VersionRange(ApiKey.FETCH, 0, 32767))
+    tracemalloc.start()
+    try:
+        before = tracemalloc.take_snapshot()
+        table = ApiVersionTable(hostile)
+        assert all(table.version(k) is None for k in made_up)
+        assert table.version(ApiKey.FETCH) == 18  # a real key at a made-up version: ours
+        del table
+        gc.collect()
+        grown = sum(stat.size_diff for stat in
+                    tracemalloc.take_snapshot().compare_to(before, "filename"))
+    finally:
+        tracemalloc.stop()
+    assert grown < 100_000, f"{grown} bytes kept after a hostile ApiVersions answer"

@@ -10,9 +10,8 @@ import logging
 
 import pytest
 
-from moldau.broker.group.classic import ClassicGroup, ClassicState
-from moldau.broker.group.classic_protocol import EMPTY_RETRY_MS
-from moldau.broker.group.consumer_group import ConsumerGroup
+from moldau.broker.group.classic import ClassicState
+from moldau.broker.group.classic_rebalance import EMPTY_RETRY_MS
 from moldau.broker.group.consumer_ops import FENCE_RETRY_MS
 from moldau.broker.group.errors import GroupError
 from moldau.broker.group.offsets import OffsetToCommit
@@ -21,8 +20,9 @@ from moldau.broker.group.records import GroupKey
 from moldau.protocol.errors import ErrorCode as E
 
 from .helpers import World, cfg, run, settle
-from .test_classic_protocol import stable_group
+from .test_classic_protocol import group_of, stable_group
 from .test_consumer_ops import Member, settle_members
+from .test_consumer_ops import group_of as consumer_group
 
 SESSION = 10_000
 
@@ -31,18 +31,6 @@ async def reloaded(world: World) -> World:
     """What a restarted coordinator loads from the same log (on its own clock, so its timers
     do not replace the running coordinator's)."""
     return await World(world.config, log=world.log, image=world.image).start()
-
-
-def consumer_group(world: World, group_id: str) -> ConsumerGroup:
-    group = world.shard(group_id).groups[group_id]
-    assert isinstance(group, ConsumerGroup)
-    return group
-
-
-def classic_group(world: World, group_id: str) -> ClassicGroup:
-    group = world.shard(group_id).groups[group_id]
-    assert isinstance(group, ClassicGroup)
-    return group
 
 
 def test_a_failed_append_keeps_its_cause() -> None:
@@ -112,7 +100,7 @@ def test_an_emptied_classic_group_enters_its_empty_generation_once_written(
     async def scenario() -> None:
         world = await World().start()
         generation, ids, _ = await stable_group(world, "g", 1, session=6000)
-        group = classic_group(world, "g")
+        group = group_of(world, "g")
         world.log.fail_with = E.not_enough_replicas
         world.coordinator.classic.leave(world.shard("g"), "g", [(ids[0], None)])
         await settle()
@@ -120,12 +108,12 @@ def test_an_emptied_classic_group_enters_its_empty_generation_once_written(
         assert group.generation_id == generation, "memory ran ahead of the log"
         assert "could not write its empty generation" in caplog.text
         restarted = await reloaded(world)
-        assert classic_group(restarted, "g").generation_id == generation
+        assert group_of(restarted, "g").generation_id == generation
         world.log.fail_with = None
         await world.advance(EMPTY_RETRY_MS)
         assert group.state == ClassicState.EMPTY and group.generation_id == generation + 1
         again = await reloaded(world)
-        loaded = classic_group(again, "g")
+        loaded = group_of(again, "g")
         assert (loaded.state, loaded.generation_id) == (ClassicState.EMPTY, generation + 1)
         assert not loaded.members
     caplog.set_level(logging.INFO, logger="moldau.broker.group")
@@ -136,7 +124,7 @@ def test_a_member_joining_while_the_empty_generation_is_written_starts_the_next(
     async def scenario() -> None:
         world = await World().start()
         generation, ids, _ = await stable_group(world, "g", 1)
-        group = classic_group(world, "g")
+        group = group_of(world, "g")
         world.coordinator.classic.leave(world.shard("g"), "g", [(ids[0], None)])
         # Before the empty generation's write completes, a new member arrives.
         newcomer = await world.join_member("g", client="late")

@@ -1,4 +1,4 @@
-"""Offset checkpoint files are read strictly (issue 11, defect 5): one bad line stops the
+"""Checkpoint files are read strictly (issue 11, defect 5): one bad line stops the
 start with an error naming the file, the line and what is wrong, instead of the whole file
 being dropped (which lost every log start offset and brought deleted records back); and a
 topic name that the format cannot hold is never written into it."""
@@ -119,3 +119,38 @@ def test_start_up_stops_on_a_bad_high_watermark_checkpoint(tmp_path) -> None:
     path.write_text("0\n1\norders 0 x\n")
     with pytest.raises(LogDirError, match=f"line 3 of {path}"):
         _manager(log_dir).startup()
+
+
+def test_start_up_stops_on_a_bad_leader_epoch_checkpoint_and_the_fix_works(tmp_path) -> None:
+    """After a clean shutdown no segment is recovered, so a leader-epoch-checkpoint that was
+    dropped for one bad line lost the partition's epochs for good (OffsetForLeaderEpoch and
+    ListOffsets then answered without them). Now the start stops, naming the file, the line
+    and the fix, and following the fix brings every epoch back."""
+    log_dir = tmp_path / "data"
+    m = _manager(log_dir)
+    m.startup()
+    lg = m.get_or_create_log("orders", 0)
+    append(lg, make_batch(2, 1000), epoch=1)
+    lg.roll()
+    append(lg, make_batch(2, 2000), epoch=3)
+    assert lg.epoch_cache.entries == [(1, 0), (3, 2)]
+    m.shutdown()
+    path = log_dir / "orders-0" / "leader-epoch-checkpoint"
+    assert path.read_text() == "0\n2\n1 0\n3 2\n"
+    path.write_text("0\n2\n1 0\n3,2\n")
+    with pytest.raises(LogDirError) as info:
+        _manager(log_dir).startup()
+    text = str(info.value)
+    assert f"line 4 of {path}" in text and "'3,2'" in text and "epoch startOffset" in text
+    assert "orders-0" in text and ".kafka_cleanshutdown" in text
+    assert path.read_text() == "0\n2\n1 0\n3,2\n"  # nothing rewritten
+    # The fix the message gives: delete the file with the marker and the recovery points.
+    for stale in (path, log_dir / ".kafka_cleanshutdown",
+                  log_dir / "recovery-point-offset-checkpoint"):
+        os.remove(stale)
+    again = _manager(log_dir)
+    again.startup()
+    restored = again.get_log("orders", 0)
+    assert restored.epoch_cache.entries == [(1, 0), (3, 2)]
+    assert restored.end_offset_for_epoch(1) == (1, 2)
+    again.shutdown()

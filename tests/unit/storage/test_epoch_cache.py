@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from moldau.storage.epoch_cache import LeaderEpochCache
+from moldau.storage.errors import LogDirError
 from moldau.storage.fs import DEFAULT_FS
 
 from .helpers import append, make_batch, open_log
@@ -63,16 +66,22 @@ def test_truncation(tmp_path):
     assert (tmp_path / "leader-epoch-checkpoint").read_text() == "0\n1\n3 45\n"
 
 
-def test_malformed_checkpoint_is_rebuilt_from_batches(tmp_path):
+def test_malformed_checkpoint_stops_the_load_even_when_recovery_runs(tmp_path):
+    """Recovery from the recovery point would rebuild only the epochs of the segments it
+    scans, so a bad file is never dropped (Kafka takes the log dir offline)."""
     path = str(tmp_path / "t-0")
     log = open_log(path)
     append(log, make_batch(2), epoch=1)
     append(log, make_batch(2), epoch=3)
     assert log.epoch_cache.entries == [(1, 0), (3, 2)]
     log.close()
-    with open(os.path.join(path, "leader-epoch-checkpoint"), "w") as f:
+    checkpoint = os.path.join(path, "leader-epoch-checkpoint")
+    with open(checkpoint, "w") as f:
         f.write("0\n7\n1 0\n")  # wrong count
-    log = open_log(path)  # unclean: recovery reads epochs from batch headers
+    with pytest.raises(LogDirError, match=f"{checkpoint} says it holds 7 entries"):
+        open_log(path)
+    os.remove(checkpoint)
+    log = open_log(path)  # unclean, recovery point 0: every batch header is read again
     assert log.epoch_cache.entries == [(1, 0), (3, 2)]
     assert log.end_offset_for_epoch(1) == (1, 2)
     assert log.end_offset_for_epoch(3) == (3, 4)
