@@ -1,0 +1,1005 @@
+"""Live fuzzer: mutated real-client requests against a running ``moldau serve``.
+
+    .venv/bin/python -m tests.faults.fuzz.live --inputs 1000000 --seed 7 [--mode requests]
+    .venv/bin/python -m tests.faults.fuzz.live --replay fuzz-findings/7-123456.json
+
+A run starts a broker subprocess (data on /dev/shm when it exists, so fsync costs nothing;
+small limits so hostile sizes are cheap), creates the playground topics of :mod:`.corpus`,
+has real clients write the reference topics (:mod:`.checks`), then sends ``--inputs``
+requests made by :class:`~.mutate.RequestMutator` (``--mode requests``: every served API
+and version, seeds from requests.corpus) or Produce requests whose record sets come from
+:class:`~.batches.BatchMutator` (``--mode batches``: CRC-valid batches that lie inside), or
+both alternately, pipelined on several connections. It checks, as it goes:
+
+* every request is answered (a response with its correlation id, in order, that kio can
+  decode) or its connection is closed by the broker; a request left unanswered on an open
+  connection for ``--timeout`` seconds is a failure;
+* no traceback appears in the broker's log (a handler raised);
+* the broker's RSS (VmRSS, sampled twice a second) stays under ``--rss-bound-mb``;
+* an acknowledged record set is one Kafka would store (:func:`~.batches.check_batches`); the
+  acknowledged records of valid ones go into a ledger;
+
+and at the end: the ledger reads back, confluent-kafka and kafka-python read every partition
+of every topic to its end without an error and the reference topics exactly, then the broker
+is restarted (clean, then kill -9) and must still serve the reference data, the ledger and the
+same log start / end offsets.
+
+Each failure prints the seed, the input number and the hex of the input, and is saved as JSON
+under ``--findings`` so ``--replay FILE`` sends it again to a fresh broker. ``--exclude-known``
+leaves out the input classes of issue 11's known defects (1, 2, 5, 10, 11) to run green
+before their fixes land; the default includes everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import os
+import random
+import re
+import selectors
+import socket
+import struct
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from moldau.broker.dispatch import Disconnect, load_handlers, parse_frame
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.entities import to_dict
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.messages import decode_response
+from moldau.protocol.produce_request import ProduceRequestData
+from moldau.testing.runner import BrokerProcess
+from tests.integration.broker_wire import Wire, create_topic, fetch_all
+
+from . import checks
+from .batches import BatchMutator, check_batches
+from .corpus import PLAYGROUND_TOPICS, read_corpus
+from .mutate import DESTROYS, WRITES, Pools, RequestMutator, encode, sanitize
+
+log = logging.getLogger("fuzz")
+ROOT = Path(__file__).resolve().parents[3]
+KNOWN = frozenset({1, 2, 5, 10, 11})
+BROKER_SETTINGS: dict[str, Any] = {
+    # Hostile sizes stay cheap: a frame may announce at most 1 MiB.
+    "socket.request.max.bytes": 1 << 20,
+    "message.max.bytes": 512 * 1024,
+    "log.segment.bytes": 1 << 20,
+    "log.retention.bytes": 8 << 20,
+    "log.retention.check.interval.ms": 10_000,
+    "group.min.session.timeout.ms": 100,
+    "group.max.session.timeout.ms": 10_000,
+    "group.consumer.session.timeout.ms": 10_000,
+    "group.consumer.heartbeat.interval.ms": 1000,
+    "offsets.topic.num.partitions": 3,
+}
+SLOW_LANES = 8
+SLOW_WINDOW = 2
+PARTITION_BUDGET = 400  # partitions fuzzed CreateTopics/CreatePartitions may add in one run
+_TRACEBACK = "Traceback (most recent call last):"
+_LOG_RECORD = re.compile(r"^\[\d{4}-\d\d-\d\d ")
+_HANDLER_FAILED = re.compile(r"handler for api (-?\d+) v(-?\d+) failed")
+_SIZE = struct.Struct(">i")
+
+
+@dataclass
+class Settings:
+    inputs: int = 20_000
+    seed: int = 0
+    mode: str = "both"
+    connections: int = 6
+    window: int = 8
+    timeout: float = 60.0
+    rss_bound_mb: int = 400
+    exclude_known: frozenset[int] = frozenset()
+    findings: Path = ROOT / "fuzz-findings"
+    progress_every: float = 15.0
+    restart: bool = True
+
+
+@dataclass
+class Finding:
+    kind: str
+    signature: str
+    detail: str
+    inputs: list[tuple[int, bytes]]  # (input number, bytes as sent, with size prefix)
+    known: str = ""
+    count: int = 1
+
+
+@dataclass
+class Pending:
+    n: int
+    payload: bytes  # as sent, with the size prefix
+    api_key: int
+    version: int
+    cid: int
+    expect: str  # "response", "none" (acks=0 produce) or "close"
+    wait: float  # seconds the broker may rightly take (long polls, rebalances)
+    produce: list[tuple[str, int, bytes | None]] | None = None
+    fallback: bool = False  # an ApiVersions answered in the KIP-511 v0 format
+    slow: bool = False  # may rightly wait (group joins, long polls): sent on a slow lane
+
+
+@dataclass
+class Conn:
+    sock: socket.socket
+    lonely: bool = False
+    slow: bool = False
+    out: bytearray = field(default_factory=bytearray)
+    inbuf: bytearray = field(default_factory=bytearray)
+    pending: deque[Pending] = field(default_factory=deque)
+    next_cid: int = 1
+    head_since: float = field(default_factory=time.monotonic)
+    opened: float = field(default_factory=time.monotonic)
+
+
+class BrokerLog:
+    """Reads what the broker appended to its log, complete lines only."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.pos = path.stat().st_size if path.exists() else 0
+        self.carry = ""
+
+    def new_tracebacks(self) -> list[str]:
+        with open(self.path, "rb") as f:
+            f.seek(self.pos)
+            data = f.read()
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []
+        self.pos += end + 1
+        text = self.carry + data[: end + 1].decode(errors="replace")
+        out = []
+        lines = text.splitlines()
+        i = 0
+        self.carry = ""
+        while i < len(lines):
+            if lines[i].startswith(_TRACEBACK):
+                start = max(0, i - 1)
+                j = i + 1
+                while j < len(lines) and not _LOG_RECORD.match(lines[j]):
+                    j += 1
+                if j == len(lines):  # the traceback may go on: read it with the next lines
+                    self.carry = "\n".join(lines[start:]) + "\n"
+                    break
+                out.append("\n".join(lines[start:j]))
+                i = j
+            else:
+                i += 1
+        return out
+
+
+class Fuzzer:
+    """One run: broker, reference data, inputs, checks. See the module docstring."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.s = settings
+        self.rng = random.Random(settings.seed)
+        self.findings: dict[str, Finding] = {}
+        self.sel = selectors.DefaultSelector()
+        self.conns: list[Conn] = []
+        self.slow_conns: list[Conn] = []
+        self.backlog: deque[Pending] = deque()
+        self.requeue: deque[Pending] = deque()
+        self.stats: collections.Counter[str] = collections.Counter()
+        self.sent = 0  # inputs generated
+        self.done = 0  # inputs answered or closed on
+        self.max_rss = 0
+        self.partition_budget = PARTITION_BUDGET
+        self.ledger: dict[tuple[str, int], dict[int, bytes | None]] = {}
+        self.recent: deque[tuple[int, bytes]] = deque(maxlen=64)
+        self.broker: BrokerProcess | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+
+    # --- setup ---------------------------------------------------------------------------
+    def start_broker(self) -> BrokerProcess:
+        base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+        self._tmp = tempfile.TemporaryDirectory(prefix="moldau-fuzz-", dir=base)
+        broker = BrokerProcess(Path(self._tmp.name) / "data", settings=BROKER_SETTINGS)
+        broker.start(timeout=60)
+        self.broker = broker
+        return broker
+
+    def setup(self) -> checks.Reference:
+        broker = self.start_broker()
+        port = broker.port()
+        with Wire(port) as wire:
+            for name, (partitions, configs) in PLAYGROUND_TOPICS.items():
+                create_topic(wire, name, partitions, configs)
+        ref = checks.write_reference(port)
+        self.log = BrokerLog(broker.log_path)
+        registry = load_handlers()
+        served = {k: (s.min_version, s.max_version) for k, s in registry.items()}
+        seeds = read_corpus()
+        real_batches = [b for b in _seed_batches(seeds)]
+        self.batches = BatchMutator(self.rng, real_batches)
+        self.pools = Pools(reference=tuple(checks.REFERENCE_TOPICS),
+                           exclude_newline_names=5 in self.s.exclude_known)
+        self.refresh_topic_ids()
+        self.mutator = RequestMutator(seeds, served, self.rng, self.pools, self.batches,
+                                      exclude_known=self.s.exclude_known)
+        return ref
+
+    def refresh_topic_ids(self) -> None:
+        assert self.broker is not None
+        with Wire(self.broker.port(), client_id="fuzz-check") as wire:
+            md = wire.call(ApiKey.METADATA, 12, {"topics": None,
+                                                 "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False})
+        self.pools.topic_ids = {t["name"]: t["topic_id"] for t in md["topics"]
+                                if t["error_code"] == 0}
+
+    # --- inputs --------------------------------------------------------------------------
+    def make_input(self, n: int) -> tuple[bytes, int | None, str]:
+        mode = self.s.mode
+        if mode == "both":
+            mode = "batches" if n % 3 == 2 else "requests"
+        if mode == "batches":
+            return self.batch_input()
+        return self.mutator.next()
+
+    def batch_input(self) -> tuple[bytes, int | None, str]:
+        """A Produce request (a real client's, any served version) carrying one mutated
+        CRC-valid record set per partition."""
+        rng = self.rng
+        payload, size, note = self.mutator.next(api=ApiKey.PRODUCE) if rng.random() < 0.1 else (
+            None, None, "")
+        if payload is not None:
+            return payload, size, "batches/" + note
+        key = rng.choice([p for p in self.mutator.pairs if p[0] == ApiKey.PRODUCE])
+        header, entity, _frame = rng.choice(self.mutator.decoded[key])
+        topic = rng.choice(["fuzz-a", "fuzz-b", "fuzz-compact", "fuzz-compact", "fuzz-small",
+                            "fuzz-free-0"])
+        partitions = PLAYGROUND_TOPICS.get(topic, (1, {}))[0]
+        keyless = None if topic != "fuzz-compact" else rng.random() < 0.5
+        data = [{"index": rng.randrange(partitions),
+                 "records": self.batches.blob(invalid=0.8, keyless=keyless)}
+                for _ in range(rng.choice([1, 1, 1, 2]))]
+        body = to_dict(entity)
+        body["acks"] = rng.choice([-1, -1, 1, 0])
+        body["topic_data"] = [{"name": topic, "partition_data": data}]
+        from moldau.protocol.entities import build
+
+        schema = type(entity)
+        try:
+            payload = encode(key[0], key[1], header.client_id, build(schema, body))
+        except Exception:  # noqa: BLE001
+            return self.mutator.next(api=ApiKey.PRODUCE)
+        return payload, None, f"batches/{key[0]}v{key[1]} {topic}"
+
+    def vet(self, payload: bytes) -> tuple[str, float, Any, str] | None:
+        try:
+            return self._vet(payload)
+        except Exception as exc:  # noqa: BLE001 - a gap in this vetting: skip, say it once
+            if self.stats["vet-error"] < 3:
+                log.warning("vetting an input failed: %s: %s", type(exc).__name__, exc)
+            self.stats["vet-error"] += 1
+            return None
+
+    def _vet(self, payload: bytes) -> tuple[str, float, Any, str] | None:
+        """How the broker must react to ``payload`` (it runs the broker's own parser):
+        (expect, allowed wait, parsed request, api/version). None: do not send it (it would
+        touch the reference data, exceed the partition budget, or is excluded as known)."""
+        try:
+            header, spec, request = parse_frame(payload)
+        except Disconnect:
+            return "close", 0.0, None, ""
+        except Exception as exc:  # noqa: BLE001 - the parser itself raised: a finding
+            return "parser-raised:" + type(exc).__name__, 0.0, None, ""
+        if spec is None:
+            return "fallback", 0.0, None, ""
+        api = header.api_key
+        if isinstance(request, ProduceRequestData):
+            if any(t in checks.REFERENCE_TOPICS for t, _ in request.topics):
+                return None
+            if self.s.exclude_known & {1, 11}:
+                for topic, parts in request.topics:
+                    for _p, blob in parts:
+                        problem = check_batches(blob, compacted=topic == "fuzz-compact").problem
+                        if problem and ("keyless" in problem and 11 in self.s.exclude_known
+                                        or "keyless" not in problem and 1 in self.s.exclude_known):
+                            return None
+            return ("none" if request.acks == 0 else "response"), 0.0, request, ""
+        names = _names(request)
+        if api in WRITES | DESTROYS and names & set(checks.REFERENCE_TOPICS):
+            return None
+        if api in DESTROYS and names & set(PLAYGROUND_TOPICS):
+            return None
+        if api in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS):
+            # Broker-wide settings (types 4, 8) would change what every topic does.
+            if not request.validate_only and any(r.resource_type not in (2,)
+                                                  for r in request.resources):
+                return None
+        if api == ApiKey.DELETE_TOPICS and any(
+                t.topic_id in set(self.pools.topic_ids.get(n) for n in
+                                  (*checks.REFERENCE_TOPICS, *PLAYGROUND_TOPICS))
+                for t in getattr(request, "topics", ()) or ()):
+            return None
+        if api in (ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS) and not request.validate_only:
+            wanted = _partitions_asked(api, request)
+            if wanted > self.partition_budget:
+                return None
+            self.partition_budget -= wanted
+        if sanitize(api, request, self.s.exclude_known) != request:
+            return None  # byte-level damage made a long wait or an excluded class: skip it
+        wait = 0.0
+        if api == ApiKey.FETCH and request.min_bytes > 0:
+            wait = _ms(request.max_wait) / 1000
+        elif api in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP):
+            wait = 10.0  # a rebalance waits for the other members up to their timeouts
+        return "response", wait, request, ""
+
+    # --- the loop ------------------------------------------------------------------------
+    def open_conn(self, lonely: bool = False, slow: bool = False) -> Conn:
+        assert self.broker is not None
+        sock = socket.create_connection(("127.0.0.1", self.broker.port()), timeout=10)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = Conn(sock, lonely=lonely, slow=slow)
+        self.sel.register(sock, selectors.EVENT_READ, conn)
+        if slow:
+            self.slow_conns.append(conn)
+        elif not lonely:
+            self.conns.append(conn)
+        return conn
+
+    def close_conn(self, conn: Conn) -> None:
+        with _suppress():
+            self.sel.unregister(conn.sock)
+        conn.sock.close()
+        for lane in (self.conns, self.slow_conns):
+            if conn in lane:
+                lane.remove(conn)
+
+    def fill(self) -> None:
+        """Give every connection requests up to its window. Requests that may rightly wait
+        (group joins, long polls) go to the slow lanes so they do not hold up the others."""
+        s = self.s
+        while len(self.conns) < s.connections:
+            self.open_conn()
+        while len(self.slow_conns) < SLOW_LANES:
+            self.open_conn(slow=True)
+        for conn in list(self.slow_conns):
+            while len(conn.pending) < SLOW_WINDOW and self.backlog:
+                self.queue(conn, self.backlog.popleft())
+        for conn in list(self.conns):
+            while len(conn.pending) < s.window and len(self.backlog) < 4 * SLOW_LANES:
+                item = self.next_pending()
+                if item is None:
+                    return
+                if item.expect == "lonely":
+                    self.queue(self.open_conn(lonely=True), item)
+                elif item.slow:
+                    self.backlog.append(item)
+                else:
+                    self.queue(conn, item)
+                    if item.expect == "close":
+                        break  # nothing after it would be read
+
+    def queue(self, conn: Conn, item: Pending) -> None:
+        cid = conn.next_cid
+        conn.next_cid = (conn.next_cid + 1) & 0x7FFFFFFF or 1
+        item.cid = cid
+        data = bytearray(item.payload)
+        if len(data) >= 12 and _SIZE.unpack_from(data)[0] == len(data) - 4:
+            _SIZE.pack_into(data, 8, cid)
+        item.payload = bytes(data)
+        if not conn.pending:
+            conn.head_since = time.monotonic()
+        conn.pending.append(item)
+        conn.out += item.payload
+        self.sel.modify(conn.sock, selectors.EVENT_READ | selectors.EVENT_WRITE, conn)
+
+    def next_pending(self) -> Pending | None:
+        while True:
+            if self.requeue:
+                return self.requeue.popleft()
+            if self.sent >= self.s.inputs:
+                return None
+            n = self.sent
+            self.sent += 1
+            payload, size, note = self.make_input(n)
+            verdict = self.vet(payload)
+            if verdict is None:
+                self.stats["skipped"] += 1
+                self.sent -= 1
+                continue
+            expect, wait, request, _ = verdict
+            if expect.startswith("parser-raised:"):
+                self.finding("parser", expect, f"parse_frame raised on input {n} ({note})",
+                             [(n, _SIZE.pack(len(payload)) + payload)])
+                self.done += 1
+                continue
+            declared = len(payload) if size is None else size
+            framed = _SIZE.pack(declared) + payload
+            api, version = struct.unpack_from(">hh", payload) if len(payload) >= 4 else (-1, -1)
+            item = Pending(n, framed, api, version, 0, expect, wait, slow=wait > 0)
+            item.fallback = expect == "fallback"
+            if item.fallback:
+                item.expect = "response"
+            if isinstance(request, ProduceRequestData):
+                item.produce = [(t, p, None if b is None else bytes(b))
+                                for t, parts in request.topics for p, b in parts]
+            self.stats[note.split(" ")[0].split("/")[0]] += 1
+            if size is not None and size != len(payload):
+                item.expect = "lonely"
+            return item
+
+    def run(self) -> bool:
+        s = self.s
+        print(f"[fuzz] seed {s.seed}: {s.inputs} inputs, mode {s.mode}, "
+              f"{s.connections} connections x {s.window} in flight, "
+              f"exclude known defects {sorted(s.exclude_known) or 'none'}", flush=True)
+        started = time.monotonic()
+        ref = self.setup()
+        assert self.broker is not None and self.broker.proc is not None
+        print(f"[fuzz] broker pid {self.broker.proc.pid} on port {self.broker.port()}, "
+              f"{ref.count()} reference records, {len(self.mutator.pairs)} (api, version) "
+              f"seeded; setup took {time.monotonic() - started:.1f} s", flush=True)
+        loop_started = time.monotonic()
+        self.loop()
+        took = time.monotonic() - loop_started
+        print(f"[fuzz] {self.done} inputs in {took:.0f} s ({self.done / max(took, 1e-9):.0f}/s); "
+              f"max RSS {self.max_rss // 1024} MiB; {dict(self.stats.most_common(12))}",
+              flush=True)
+        self.final_checks(ref)
+        self.report()
+        return not self.failures()
+
+    def loop(self) -> None:
+        s = self.s
+        last_sample = last_progress = time.monotonic()
+        while True:
+            self.fill()
+            busy = list(self.sel.get_map().values())
+            if self.sent >= s.inputs and not self.requeue and not self.backlog and all(
+                    not k.data.pending for k in busy):
+                break
+            for key, events in self.sel.select(timeout=0.2):
+                conn = key.data
+                if events & selectors.EVENT_WRITE:
+                    self.flush(conn)
+                if events & selectors.EVENT_READ:
+                    self.receive(conn)
+            now = time.monotonic()
+            if now - last_sample >= 0.5:
+                last_sample = now
+                self.sample(now)
+                if self.broker is None or self.broker.proc is None or \
+                        self.broker.proc.poll() is not None:
+                    self.finding("died", "broker exited",
+                                 f"broker exited with {self.broker.proc.returncode if self.broker and self.broker.proc else '?'}",
+                                 list(self.recent))
+                    return
+            if now - last_progress >= s.progress_every:
+                last_progress = now
+                print(f"[fuzz] {self.done}/{s.inputs} inputs, RSS {self.rss_kb() // 1024} MiB, "
+                      f"CPU s driver {time.process_time():.0f} broker {self.broker_cpu():.0f}, "
+                      f"{len(self.findings)} distinct findings", flush=True)
+        self.drain_trailing()
+
+    def drain_trailing(self) -> None:
+        """Connections whose last requests expect no answer (acks=0): one ApiVersions each,
+        whose answer shows everything before it was processed."""
+        for conn in [*self.conns, *self.slow_conns]:
+            if conn.pending:
+                payload = encode(ApiKey.API_VERSIONS, 0, "fuzz-sentinel", _api_versions_v0())
+                self.queue(conn, Pending(-1, _SIZE.pack(len(payload)) + payload,
+                                         ApiKey.API_VERSIONS, 0, 0, "response", 0.0))
+        deadline = time.monotonic() + self.s.timeout
+        while any(c.pending for c in [*self.conns, *self.slow_conns]) and \
+                time.monotonic() < deadline:
+            for key, events in self.sel.select(timeout=0.2):
+                if events & selectors.EVENT_WRITE:
+                    self.flush(key.data)
+                if events & selectors.EVENT_READ:
+                    self.receive(key.data)
+            self.sample(time.monotonic())
+        for conn in [*self.conns, *self.slow_conns]:
+            self.close_conn(conn)
+
+    def flush(self, conn: Conn) -> None:
+        try:
+            n = conn.sock.send(conn.out)
+        except BlockingIOError:
+            return
+        except OSError:
+            self.on_closed(conn)
+            return
+        del conn.out[:n]
+        if not conn.out:
+            if conn.lonely:
+                with _suppress():
+                    conn.sock.shutdown(socket.SHUT_WR)
+            self.sel.modify(conn.sock, selectors.EVENT_READ, conn)
+
+    def receive(self, conn: Conn) -> None:
+        try:
+            data = conn.sock.recv(1 << 20)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.on_closed(conn)
+            return
+        if conn.lonely:
+            return  # answers to a frame whose size lied: only the close matters
+        conn.inbuf += data
+        while len(conn.inbuf) >= 4:
+            (size,) = _SIZE.unpack_from(conn.inbuf)
+            if len(conn.inbuf) < 4 + size:
+                break
+            frame = bytes(conn.inbuf[4 : 4 + size])
+            del conn.inbuf[: 4 + size]
+            self.on_response(conn, frame)
+
+    def on_response(self, conn: Conn, frame: bytes) -> None:
+        (cid,) = struct.unpack_from(">i", frame)
+        while conn.pending and conn.pending[0].expect == "none" and conn.pending[0].cid != cid:
+            self.complete(conn)
+        if not conn.pending or conn.pending[0].cid != cid:
+            head = conn.pending[0] if conn.pending else None
+            self.finding("protocol", "unexpected correlation id",
+                         f"response with correlation id {cid}, expected "
+                         f"{head.cid if head else 'nothing'}",
+                         [(head.n, head.payload)] if head else list(self.recent))
+            self.on_closed(conn, culprit_known=False)
+            return
+        item = conn.pending[0]
+        if item.expect == "close":
+            self.finding("protocol", f"answered a request it cannot parse ({item.api_key})",
+                         "the broker's parser refuses this frame, yet a response came",
+                         [(item.n, item.payload)])
+        version = 0 if item.fallback else item.version
+        try:
+            _cid, response = decode_response(item.api_key, version, frame)
+        except Exception as exc:  # noqa: BLE001 - the broker sent bytes kio cannot read
+            self.finding("protocol", f"malformed response {item.api_key}v{version}",
+                         f"{type(exc).__name__}: {exc}; response {frame[:64].hex()}",
+                         [(item.n, item.payload)])
+            self.complete(conn)
+            return
+        self.learn(item, response)
+        self.complete(conn)
+
+    def complete(self, conn: Conn) -> None:
+        item = conn.pending.popleft()
+        conn.head_since = time.monotonic()
+        if item.n >= 0:
+            self.done += 1
+            self.recent.append((item.n, item.payload))
+
+    def on_closed(self, conn: Conn, culprit_known: bool = True) -> None:
+        """The broker closed ``conn``: its first unanswered request is the reason; the ones
+        after it were never read and are sent again on another connection."""
+        pending = list(conn.pending)
+        conn.pending.clear()
+        self.close_conn(conn)
+        if pending:
+            head = pending[0]
+            if head.n >= 0:
+                self.done += 1
+                self.recent.append((head.n, head.payload))
+            self.requeue.extend(p for p in pending[1:] if p.n >= 0)
+            for p in pending[1:]:
+                p.payload = p.payload  # resent as is; queue() gives a new correlation id
+        self.scan_log(pending[0] if pending and culprit_known else None)
+
+    # --- what responses teach and check --------------------------------------------------
+    def learn(self, item: Pending, response: Any) -> None:
+        api = item.api_key
+        if api == ApiKey.PRODUCE and item.produce:
+            self.check_produce(item, response)
+        elif api == ApiKey.JOIN_GROUP and getattr(response, "member_id", ""):
+            self._remember_member(response.member_id)
+        elif api == ApiKey.CONSUMER_GROUP_HEARTBEAT and getattr(response, "member_id", None):
+            self._remember_member(response.member_id)
+        elif api in (ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS) and self.done % 50 == 0:
+            self.refresh_topic_ids()
+
+    def _remember_member(self, member_id: str) -> None:
+        ids = self.pools.member_ids
+        if member_id not in ids:
+            ids.append(member_id)
+            del ids[:-20]
+
+    def check_produce(self, item: Pending, response: Any) -> None:
+        sent: dict[tuple[str, int], list[bytes | None]] = {}
+        for topic, partition, blob in item.produce or ():
+            sent.setdefault((topic, partition), []).append(blob)
+        for topic_resp in response.responses:
+            for part in topic_resp.partition_responses:
+                blobs = sent.get((topic_resp.name, part.index))
+                if not blobs:
+                    continue
+                blob = blobs.pop(0)  # responses follow the request's order
+                if part.error_code != ErrorCode.none:
+                    continue
+                compacted = topic_resp.name == "fuzz-compact"
+                checked = check_batches(blob, compacted=compacted)
+                if checked.problem is not None:
+                    known = "defect 11" if "keyless" in checked.problem else "defect 1"
+                    kind = re.sub(r"-?\d+", "N", checked.problem)[:50]
+                    self.finding("stored-invalid", f"acknowledged an invalid record set "
+                                 f"({kind})", f"{topic_resp.name}-{part.index} at offset "
+                                 f"{part.base_offset}: {checked.problem}",
+                                 [(item.n, item.payload)], known=known)
+                    continue
+                if topic_resp.name in PLAYGROUND_TOPICS and not checked.bomb:
+                    self.ledger_add(topic_resp.name, part.index, part.base_offset, checked)
+
+    def ledger_add(self, topic: str, partition: int, base: int, checked: Any) -> None:
+        part = self.ledger.setdefault((topic, partition), {})
+        offset = base
+        for header, records in checked.batches:
+            if [d for d, _k, _v in records] != list(range(len(records))):
+                return  # deltas out of order: offsets are the client's guess, not checked
+            for delta, _key, value in records:
+                part[offset + delta] = value
+            offset += header.record_count
+        if len(part) > 20_000:  # keep the newest: retention removes the oldest anyway
+            for old in sorted(part)[: len(part) - 20_000]:
+                del part[old]
+
+    # --- watching the broker -------------------------------------------------------------
+    def rss_kb(self) -> int:
+        if self.broker is None or self.broker.proc is None:
+            return 0
+        try:
+            with open(f"/proc/{self.broker.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1])
+        except OSError:
+            return 0
+        return 0
+
+    def broker_cpu(self) -> float:
+        """CPU seconds the broker process used so far."""
+        if self.broker is None or self.broker.proc is None:
+            return 0.0
+        try:
+            with open(f"/proc/{self.broker.proc.pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
+    def sample(self, now: float) -> None:
+        rss = self.rss_kb()
+        self.max_rss = max(self.max_rss, rss)
+        if rss > self.s.rss_bound_mb * 1024:
+            self.finding("rss", "RSS over the bound",
+                         f"broker RSS {rss // 1024} MiB > {self.s.rss_bound_mb} MiB after "
+                         f"{self.done} inputs", list(self.recent)[-16:])
+        if rss > 4 * self.s.rss_bound_mb * 1024:
+            raise RuntimeError(f"broker RSS {rss // 1024} MiB: stopping the run")
+        for conn in [k.data for k in list(self.sel.get_map().values())]:
+            if conn.lonely:
+                if now - conn.opened > self.s.timeout:
+                    self.finding("hang", "frame with a lying size prefix: no close",
+                                 "the broker neither closed the connection nor answered",
+                                 [(p.n, p.payload) for p in conn.pending])
+                    conn.pending.clear()
+                    self.close_conn(conn)
+                continue
+            head = next((p for p in conn.pending if p.expect != "none"), None)
+            if head is not None and now - conn.head_since > self.s.timeout + head.wait:
+                self.finding("hang", f"no answer to api {head.api_key} v{head.version}",
+                             f"no response and no close after {now - conn.head_since:.0f} s",
+                             [(head.n, head.payload)])
+                self.on_closed(conn, culprit_known=False)
+        self.scan_log(None)
+
+    def scan_log(self, culprit: Pending | None) -> None:
+        for block in self.log.new_tracebacks():
+            last = block.strip().splitlines()[-1]
+            match = _HANDLER_FAILED.search(block)
+            where = f"api {match.group(1)} v{match.group(2)}" if match else "background task"
+            signature = f"traceback in {where.split(' v')[0]}: " + re.sub(r"\d+", "N", last)[:120]
+            inputs = ([(culprit.n, culprit.payload)] if culprit is not None else
+                      list(self.recent)[-8:])
+            known = ""
+            if "replica" in block.lower() and match and match.group(1) == "1":
+                known = "defect 10"
+            self.finding("traceback", signature, block[-3000:], inputs, known=known)
+
+    # --- findings ------------------------------------------------------------------------
+    def finding(self, kind: str, signature: str, detail: str,
+                inputs: list[tuple[int, bytes]], known: str = "") -> None:
+        existing = self.findings.get(signature)
+        if existing is not None:
+            existing.count += 1
+            return
+        f = Finding(kind, signature, detail, inputs, known)
+        self.findings[signature] = f
+        first = inputs[0] if inputs else (-1, b"")
+        path = self.save(f)
+        print(f"[fuzz] FINDING ({kind}{', ' + known if known else ''}): {signature}\n"
+              f"  seed {self.s.seed}, input {first[0]}: {first[1][:256].hex()}"
+              f"{'...' if len(first[1]) > 256 else ''}\n  {detail.splitlines()[-1][:300]}\n"
+              f"  saved to {path}; replay: .venv/bin/python -m tests.faults.fuzz.live "
+              f"--replay {path}", flush=True)
+
+    def save(self, f: Finding) -> Path:
+        self.s.findings.mkdir(parents=True, exist_ok=True)
+        n = f.inputs[0][0] if f.inputs else -1
+        slug = re.sub(r"[^a-z0-9]+", "-", f.signature.lower())[:40].strip("-")
+        path = self.s.findings / f"{self.s.seed}-{n}-{f.kind}-{slug}.json"
+        path.write_text(json.dumps({
+            "seed": self.s.seed, "input": n, "kind": f.kind, "signature": f.signature,
+            "known": f.known, "detail": f.detail, "mode": self.s.mode,
+            "frames": [{"input": i, "hex": data.hex()} for i, data in f.inputs]}, indent=1))
+        return path
+
+    def failures(self) -> list[Finding]:
+        return list(self.findings.values())
+
+    def report(self) -> None:
+        if not self.findings:
+            print(f"[fuzz] seed {self.s.seed}: no findings", flush=True)
+            return
+        print(f"[fuzz] seed {self.s.seed}: {len(self.findings)} distinct findings:", flush=True)
+        for f in self.findings.values():
+            first = f.inputs[0][0] if f.inputs else -1
+            print(f"  - [{f.kind}{', ' + f.known if f.known else ''}] x{f.count} "
+                  f"{f.signature} (input {first})", flush=True)
+
+    # --- at the end ----------------------------------------------------------------------
+    def final_checks(self, ref: checks.Reference) -> None:
+        broker = self.broker
+        assert broker is not None
+        if broker.proc is None or broker.proc.poll() is not None:
+            return
+        port = broker.port()
+        self.check("ledger", lambda: self.verify_ledger(port))
+        for client in ("confluent-kafka", "kafka-python"):
+            self.check(f"reference/{client}", lambda c=client: checks.read_reference(port, ref, c))
+            self.check(f"consume-all/{client}", lambda c=client: _no_problems(
+                checks.consume_everything(port, c)))
+        self.scan_log(None)
+        if not self.s.restart:
+            return
+        before = checks.offsets_snapshot(port)
+        for how in ("clean restart", "kill -9 restart"):
+            if how.startswith("clean"):
+                code = broker.stop(60)
+                if code != 0:
+                    self.finding("restart", f"broker exited {code} on SIGTERM",
+                                 broker.log_text()[-2000:], [])
+            else:
+                broker.kill()
+            try:
+                broker.start(timeout=120)
+            except Exception as exc:  # noqa: BLE001
+                self.finding("restart", f"broker did not start after {how}",
+                             f"{exc}\n{broker.log_text()[-3000:]}", [])
+                return
+            port = broker.port()
+            self.log = BrokerLog(broker.log_path)
+            self.check(f"{how}/reference",
+                       lambda: checks.read_reference(port, ref, "confluent-kafka"))
+            self.check(f"{how}/ledger", lambda: self.verify_ledger(port))
+            after = checks.offsets_snapshot(port)
+            changed = {tp: (before.get(tp), span) for tp, span in after.items()
+                       if before.get(tp) != span}
+            lost = sorted(set(before) - set(after))
+            if changed or lost:
+                self.finding("restart", f"offsets differ after {how}",
+                             f"(log start, log end) before -> after: "
+                             f"{dict(list(changed.items())[:10])}; partitions gone: {lost[:10]}",
+                             [], known="defect 5?")
+        broker.stop(60)
+
+    def check(self, name: str, fn: Any) -> None:
+        try:
+            fn()
+        except Exception as exc:  # noqa: BLE001 - every end check reports, none stops the rest
+            self.finding("end-check", f"{name} failed", f"{type(exc).__name__}: {exc}", [])
+        else:
+            print(f"[fuzz] end check {name}: ok", flush=True)
+
+    def verify_ledger(self, port: int) -> None:
+        n = 0
+        for (topic, partition), expected in self.ledger.items():
+            got = {off: value for off, _k, value in fetch_all(port, topic, partition).records}
+            start = min(got) if got else None
+            for offset, value in expected.items():
+                if start is None or offset < start:
+                    continue  # removed by retention or DeleteRecords
+                assert offset in got, f"{topic}-{partition}: acknowledged offset {offset} missing"
+                assert got[offset] == value, f"{topic}-{partition}: offset {offset} differs"
+                n += 1
+        print(f"[fuzz] ledger: {n} acknowledged records read back", flush=True)
+
+    def close(self) -> None:
+        for key in list(self.sel.get_map().values()):
+            key.data.sock.close()
+        if self.broker is not None:
+            self.broker.stop(30)
+            self.broker.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+@contextmanager
+def _suppress() -> Iterator[None]:
+    try:
+        yield
+    except (OSError, KeyError, ValueError):
+        pass
+
+
+def _no_problems(problems: list[str]) -> None:
+    if problems:
+        raise AssertionError("; ".join(problems[:10]) + (" ..." if len(problems) > 10 else ""))
+
+
+def _ms(value: Any) -> int:
+    from moldau.protocol.entities import to_ms
+
+    return to_ms(value)
+
+
+def _api_versions_v0() -> Any:
+    from moldau.protocol.messages import request_schema
+
+    return request_schema(ApiKey.API_VERSIONS, 0)()
+
+
+def _names(request: Any) -> set[str]:
+    """Topic names (and resource names) anywhere in a decoded request."""
+    from .mutate import leaves
+
+    out = set()
+    for _path, f, value in leaves(request):
+        if isinstance(value, str) and (f.type_name == "TopicName" or f.name in (
+                "resource_name", "topic", "topic_name", "name")):
+            out.add(value)
+        elif f.kind == "strs" and value and f.type_name == "TopicName":
+            out.update(value)
+    return out
+
+
+def _partitions_asked(api: int, request: Any) -> int:
+    total = 0
+    for topic in request.topics:
+        if api == ApiKey.CREATE_TOPICS:
+            total += len(topic.assignments) or max(topic.num_partitions, 1)
+        else:
+            total += max(topic.count, 0)
+    return total
+
+
+def _seed_batches(seeds: list[Any]) -> Iterator[bytes]:
+    """The record batches real clients sent in the corpus's Produce requests."""
+    from moldau.protocol.messages import decode_request_header
+    from moldau.protocol.produce_request import decode_produce_body
+
+    for seed in seeds:
+        if seed.api_key != ApiKey.PRODUCE or seed.source == "built":
+            continue
+        header, offset = decode_request_header(seed.frame)
+        try:
+            request = decode_produce_body(header.api_version, seed.frame, offset)
+        except Exception:  # noqa: BLE001
+            continue
+        for _t, parts in request.topics:
+            for _p, blob in parts:
+                if blob is not None and check_batches(blob).problem is None:
+                    yield bytes(blob)
+
+
+# --- replay ------------------------------------------------------------------------------------
+
+
+def replay(path: Path, timeout: float = 30.0) -> bool:
+    """Send a saved finding's inputs to a fresh broker, one connection each, and report
+    what happens. True when the broker answered or closed every one and logged nothing."""
+    doc = json.loads(path.read_text())
+    fuzzer = Fuzzer(Settings(seed=doc["seed"], restart=False))
+    broker = fuzzer.start_broker()
+    ok = True
+    try:
+        with Wire(broker.port()) as wire:
+            for name, (partitions, configs) in PLAYGROUND_TOPICS.items():
+                create_topic(wire, name, partitions, configs)
+        blog = BrokerLog(broker.log_path)
+        for frame in doc["frames"]:
+            data = bytes.fromhex(frame["hex"])
+            print(f"input {frame['input']}: {len(data)} bytes: {data[:64].hex()}...")
+            sock = socket.create_connection(("127.0.0.1", broker.port()), timeout=timeout)
+            sock.sendall(data)
+            got = b""
+            try:
+                while True:
+                    chunk = sock.recv(1 << 20)
+                    if not chunk:
+                        print("  the broker closed the connection")
+                        break
+                    got += chunk
+                    if len(got) >= 4 and len(got) >= 4 + _SIZE.unpack_from(got)[0]:
+                        print(f"  answered: {got[:80].hex()}")
+                        break
+            except TimeoutError:
+                print(f"  NO ANSWER and no close within {timeout} s")
+                ok = False
+            sock.close()
+            time.sleep(0.3)
+            for block in blog.new_tracebacks():
+                print("  broker traceback:\n" + block)
+                ok = False
+        rss = fuzzer.rss_kb()
+        print(f"broker RSS after replay: {rss // 1024} MiB")
+    finally:
+        fuzzer.close()
+    print("REPRODUCED" if not ok else "not reproduced (answered or closed, no traceback)")
+    return ok
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def parse_known(text: str) -> frozenset[int]:
+    if text in ("", "none"):
+        return frozenset()
+    if text == "all":
+        return KNOWN
+    return frozenset(int(x) for x in text.split(","))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.faults.fuzz.live",
+        description="Fuzz a live moldau broker with mutated real-client requests.")
+    parser.add_argument("--inputs", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=None, help="default: random (printed)")
+    parser.add_argument("--mode", choices=["requests", "batches", "both"], default="both")
+    parser.add_argument("--connections", type=int, default=6)
+    parser.add_argument("--window", type=int, default=8, help="requests in flight per connection")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds a request may go unanswered on an open connection")
+    parser.add_argument("--rss-bound-mb", type=int, default=400)
+    parser.add_argument("--exclude-known", default="none",
+                        help="defects of issue 11 whose inputs to leave out: 'all' "
+                             f"({','.join(map(str, sorted(KNOWN)))}) or a comma list")
+    parser.add_argument("--findings", type=Path, default=ROOT / "fuzz-findings")
+    parser.add_argument("--no-restart", action="store_true")
+    parser.add_argument("--progress-every", type=float, default=15.0, help="seconds")
+    parser.add_argument("--replay", type=Path, help="replay a saved finding and exit")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("kafka").setLevel(logging.CRITICAL)
+    if args.replay:
+        return 0 if replay(args.replay) else 1
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    settings = Settings(inputs=args.inputs, seed=seed, mode=args.mode,
+                        connections=args.connections, window=args.window, timeout=args.timeout,
+                        rss_bound_mb=args.rss_bound_mb,
+                        exclude_known=parse_known(args.exclude_known), findings=args.findings,
+                        restart=not args.no_restart, progress_every=args.progress_every)
+    fuzzer = Fuzzer(settings)
+    try:
+        ok = fuzzer.run()
+    finally:
+        fuzzer.close()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
