@@ -56,9 +56,14 @@ class Checked:
     batches: list[tuple[B.BatchHeader, list[tuple[int, bytes | None, bytes | None]]]]
     decompressed: int = 0
     bomb: bool = False  # decompresses past the oracle's limit: not judged, not in the ledger
+    odd_key: bool = False  # a header key that is not UTF-8: valid for Kafka, not for every client
 
 
 class _Bad(Exception):
+    pass
+
+
+class _OddKey(Exception):
     pass
 
 
@@ -96,15 +101,13 @@ def _decompress(codec: int, raw: bytes, limit: int) -> bytes:
         if len(out) <= limit and not d4.eof:
             raise _Bad("lz4 frame is truncated")
     elif codec == Codec.ZSTD:
-        reader = zstandard.ZstdDecompressor().stream_reader(raw)
-        parts, size = [], 0
-        while size <= limit:
-            chunk = reader.read(limit + 1 - size)
-            if not chunk:
-                break
-            parts.append(chunk)
-            size += len(chunk)
-        out = b"".join(parts)
+        declared = zstandard.frame_content_size(raw)
+        if declared > limit:
+            raise OverflowError
+        dz = zstandard.ZstdDecompressor().decompressobj()
+        out = dz.decompress(raw)
+        if not dz.eof or dz.unused_data:
+            raise _Bad("zstd frame is truncated or followed by other bytes")
     else:
         raise _Bad(f"unknown compression codec {codec}")
     if len(out) > limit:
@@ -158,6 +161,12 @@ def _records(data: bytes, count: int) -> list[tuple[int, bytes | None, bytes | N
             hk, pos = _varint(data, pos, 5)
             if hk < 0:
                 raise _Bad(f"header key length {hk}")
+            try:
+                data[pos : pos + hk].decode("utf-8")
+            except UnicodeDecodeError:
+                # Kafka stores it (Java decodes it with replacement characters), but
+                # kafka-python cannot read it back: not judged, not sent as a valid batch.
+                raise _OddKey from None
             pos += hk
             hv, pos = _varint(data, pos, 5)
             if hv < -1:
@@ -178,8 +187,8 @@ def check_batches(blob: bytes | memoryview | None, *, compacted: bool = False,
     """Whether a Produce records blob is one a Kafka broker stores: every batch magic 2, CRC
     right, count = last offset delta + 1 >= 1, every record parses and the records fill the
     batch exactly, the payload decompresses with its codec, keys present on a compacted topic.
-    A payload that decompresses to more than ``max_decompressed`` is not judged (``bomb``):
-    Kafka has no bound of its own for it."""
+    A payload that decompresses to more than ``max_decompressed`` (16 MiB) is invalid: real
+    clients cannot read it back."""
     if blob is None:
         return Checked("null records", [])
     data = bytes(blob)
@@ -199,16 +208,44 @@ def check_batches(blob: bytes | memoryview | None, *, compacted: bool = False,
             total += len(payload)
             records = _records(payload, header.record_count)
         except OverflowError:
-            return Checked(None, found, total, bomb=True)
+            # librdkafka cannot read such a batch back ("Invalid compressed data"): a broker
+            # must bound decompression (issue 11, defect 1).
+            return Checked(f"decompresses to more than {max_decompressed} bytes", found, total,
+                           bomb=True)
+        except _OddKey:
+            return Checked(None, found, total, odd_key=True)
         except _Bad as exc:
             return Checked(f"records: {exc}", found, total)
-        except Exception as exc:  # noqa: BLE001 - any codec library error means invalid
+        except Exception as exc:
             return Checked(f"codec {header.compression}: {type(exc).__name__}: {exc}",
                            found, total)
         if compacted and any(key is None for _d, key, _v in records):
             return Checked("keyless record on a compacted topic", found, total)
+        if header.is_control and not all(
+                key is not None and len(key) == 4 and key[:2] == b"\0\0" and key[2:] in
+                (b"\0\0", b"\0\1") for _d, key, _v in records):
+            # Readers parse control records (COMMIT/ABORT markers) and fail on others.
+            return Checked("control batch whose records are not transaction markers", found,
+                           total)
+        problem = _kafka_python_reads(data[pos - header.size : pos])
+        if problem is not None:
+            return Checked(f"kafka-python cannot read it: {problem}", found, total)
         found.append((header, records))
     return Checked(None, found, total)
+
+
+def _kafka_python_reads(batch: bytes) -> str | None:
+    """A second opinion from a real client's record reader (kafka-python's)."""
+    from kafka.record.memory_records import MemoryRecords
+
+    try:
+        records = MemoryRecords(bytearray(batch))
+        while records.has_next():
+            for _record in records.next_batch():
+                pass
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"[:100]
+    return None
 
 
 # --- the mutator ---------------------------------------------------------------------------
@@ -282,7 +319,7 @@ class BatchMutator:
                 key = None if keyless else b"key-%d" % rng.randrange(50)
             size = rng.choice([0, 1, 10, 100, 1000, rng.randrange(4096)])
             value = None if rng.random() < 0.05 else rng.randbytes(size)
-            headers = [("h%d" % j, None if rng.random() < 0.2 else b"v")
+            headers = [(f"h{j}", None if rng.random() < 0.2 else b"v")
                        for j in range(rng.choice([0, 0, 1, 3]))]
             out.append((key, value, headers, now + i))
         return out
@@ -300,8 +337,11 @@ class BatchMutator:
                            base_sequence=-1 if pid < 0 else rng.randrange(0, 100))
 
     # mutations -----------------------------------------------------------------------------
-    def blob(self, *, invalid: float = 0.7, keyless: bool | None = None) -> bytes:
-        """A records blob: usually one batch, mutated with probability ``invalid``."""
+    def blob(self, *, invalid: float = 0.7, keyless: bool | None = None,
+             compacted: bool = False, crc_break_invalid: bool = False) -> bytes:
+        """A records blob: usually one batch, mutated with probability ``invalid``. With
+        ``crc_break_invalid``, a blob the oracle calls invalid gets a wrong CRC (so only the
+        CRC check is tested with it: the run excludes defect 1)."""
         rng = self.rng
         batch = self.valid(keyless=keyless)
         if rng.random() < invalid:
@@ -309,6 +349,9 @@ class BatchMutator:
                 batch = bytes(self.mutate(batch))
         if rng.random() < 0.05:  # several batches in one blob (Kafka takes one per v2 request)
             batch += self.valid(keyless=keyless)
+        checked = check_batches(batch, compacted=compacted)
+        if checked.odd_key or (crc_break_invalid and checked.problem is not None):
+            return break_crc(batch)
         return batch
 
     def mutate(self, batch: bytes) -> bytearray:
@@ -354,7 +397,7 @@ class BatchMutator:
         if header.compression:
             try:
                 payload = _decompress(header.compression, payload, 16 << 20)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 return None
         return header, payload
 

@@ -126,7 +126,7 @@ class Recorder:
 def _step(name: str, fn: Callable[[], Any]) -> None:
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001 - a client step that fails still sent requests
+    except Exception as exc:
         print(f"  step {name!r} failed: {type(exc).__name__}: {exc}", flush=True)
 
 
@@ -251,8 +251,13 @@ def _ck_plain(producer_cls: Any, bootstrap: str) -> None:
 
 def kafka_python_workload(bootstrap: str) -> None:
     from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions
-    from kafka.admin import NewTopic
+    from kafka.admin import (
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+        NewPartitions,
+        NewTopic,
+    )
 
     free = FREE_TOPICS[1]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
@@ -288,9 +293,7 @@ def kafka_python_workload(bootstrap: str) -> None:
         consumer = KafkaConsumer("fuzz-a", bootstrap_servers=bootstrap, group_id=GROUPS[0],
                                  auto_offset_reset="earliest", enable_auto_commit=False,
                                  consumer_timeout_ms=3000)
-        got = 0
-        for _msg in consumer:
-            got += 1
+        for got, _msg in enumerate(consumer, 1):
             if got >= 30:
                 break
         consumer.commit()
@@ -328,7 +331,7 @@ def aiokafka_workload(bootstrap: str) -> None:
         async def step(name: str, coro: Any) -> None:
             try:
                 await asyncio.wait_for(coro, 15)
-            except Exception as exc:  # noqa: BLE001 - keep what was sent
+            except Exception as exc:
                 print(f"  step {name!r} failed: {type(exc).__name__}: {exc}", flush=True)
 
         await step("create", admin.create_topics([NewTopic(free, 2, 1)]))
@@ -347,7 +350,7 @@ def aiokafka_workload(bootstrap: str) -> None:
                 for key, value, headers in _records(codec, 6):
                     await producer.send_and_wait("fuzz-b", value, key, headers=headers)
                 await producer.send_and_wait(free, b"v", b"k", partition=0)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 print(f"  produce {codec} failed: {exc}", flush=True)
             finally:
                 await producer.stop()
@@ -438,7 +441,7 @@ _TOPIC_ID = "5f1b6d1c-3b8e-4f4e-9a3c-2d7c1e9b0a11"
 # (``build`` keeps what a version has). Used when no client sent the API at any version.
 TEMPLATES: dict[int, dict[str, Any]] = {
     ApiKey.PRODUCE: {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
-        {"name": "fuzz-b", "topic_id": _TOPIC_ID,
+        {"name": "fuzz-b",
          "partition_data": [{"index": 0, "records": None}]}]},
     ApiKey.FETCH: {"replica_id": -1, "max_wait": 100, "min_bytes": 1, "max_bytes": 1 << 20,
                    "isolation_level": 0, "session_id": 0, "session_epoch": -1,
@@ -447,16 +450,16 @@ TEMPLATES: dict[int, dict[str, Any]] = {
                         "last_fetched_epoch": -1, "log_start_offset": -1,
                         "partition_max_bytes": 1 << 20}]}],
                    "forgotten_topics_data": [], "rack_id": ""},
-    ApiKey.LIST_OFFSETS: {"replica_id": -1, "isolation_level": 0, "timeout_ms": 5000,
+    ApiKey.LIST_OFFSETS: {"replica_id": -1, "isolation_level": 0, "timeout": 5000,
                           "topics": [{"name": "fuzz-a", "partitions": [
                               {"partition_index": 0, "current_leader_epoch": -1,
-                               "timestamp": -1, "max_num_offsets": 1}]}]},
+                               "timestamp": -1}]}]},
     ApiKey.METADATA: {"topics": [{"name": "fuzz-a", "topic_id": None}],
                       "allow_auto_topic_creation": True,
                       "include_cluster_authorized_operations": False,
                       "include_topic_authorized_operations": False},
     ApiKey.OFFSET_COMMIT: {"group_id": GROUPS[0], "generation_id_or_member_epoch": -1,
-                           "member_id": "", "group_instance_id": None, "retention_time_ms": -1,
+                           "member_id": "", "group_instance_id": None, "retention_time": -1,
                            "topics": [{"name": "fuzz-a", "partitions": [
                                {"partition_index": 0, "committed_offset": 1,
                                 "committed_leader_epoch": -1, "committed_metadata": ""}]}]},
@@ -465,12 +468,11 @@ TEMPLATES: dict[int, dict[str, Any]] = {
         "groups": [{"group_id": GROUPS[0], "member_id": None, "member_epoch": -1,
                     "topics": [{"name": "fuzz-a", "partition_indexes": [0]}]}]},
     ApiKey.FIND_COORDINATOR: {"key": GROUPS[0], "key_type": 0, "coordinator_keys": [GROUPS[0]]},
-    ApiKey.JOIN_GROUP: {"group_id": GROUPS[1], "session_timeout_ms": 6000,
-                        "rebalance_timeout_ms": 1000, "member_id": "",
+    ApiKey.JOIN_GROUP: {"group_id": GROUPS[1], "session_timeout": 6000,
+                        "rebalance_timeout": 1000, "member_id": "",
                         "group_instance_id": None, "protocol_type": "consumer",
                         "protocols": [{"name": "range", "metadata": b"\x00\x01\x00\x00\x00\x01"
-                                       b"\x00\x06fuzz-a\xff\xff\xff\xff"}],
-                        "reason": None},
+                                       b"\x00\x06fuzz-a\xff\xff\xff\xff"}]},
     ApiKey.HEARTBEAT: {"group_id": GROUPS[1], "generation_id": 1, "member_id": "m-1",
                        "group_instance_id": None},
     ApiKey.LEAVE_GROUP: {"group_id": GROUPS[1], "member_id": "m-1",
@@ -487,13 +489,13 @@ TEMPLATES: dict[int, dict[str, Any]] = {
                                        "replication_factor": 1, "assignments": [],
                                        "configs": [{"name": "retention.ms",
                                                     "value": "3600000"}]}],
-                           "timeout_ms": 5000, "validate_only": False},
+                           "timeout": 5000, "validate_only": False},
     ApiKey.DELETE_TOPICS: {"topic_names": [FREE_TOPICS[0]],
                            "topics": [{"name": FREE_TOPICS[0], "topic_id": _TOPIC_ID}],
-                           "timeout_ms": 5000},
+                           "timeout": 5000},
     ApiKey.DELETE_RECORDS: {"topics": [{"name": "fuzz-b", "partitions": [
-        {"partition_index": 0, "offset": 1}]}], "timeout_ms": 5000},
-    ApiKey.INIT_PRODUCER_ID: {"transactional_id": None, "transaction_timeout_ms": 60000,
+        {"partition_index": 0, "offset": 1}]}], "timeout": 5000},
+    ApiKey.INIT_PRODUCER_ID: {"transactional_id": None, "transaction_timeout": 60000,
                               "producer_id": -1, "producer_epoch": -1},
     ApiKey.DESCRIBE_CONFIGS: {"resources": [{"resource_type": 2, "resource_name": "fuzz-a",
                                              "configuration_keys": None}],
@@ -504,7 +506,7 @@ TEMPLATES: dict[int, dict[str, Any]] = {
                            "validate_only": False},
     ApiKey.CREATE_PARTITIONS: {"topics": [{"name": FREE_TOPICS[0], "count": 3,
                                            "assignments": None}],
-                               "timeout_ms": 5000, "validate_only": False},
+                               "timeout": 5000, "validate_only": False},
     ApiKey.DELETE_GROUPS: {"groups_names": [GROUPS[1]]},
     ApiKey.INCREMENTAL_ALTER_CONFIGS: {"resources": [
         {"resource_type": 2, "resource_name": FREE_TOPICS[0],
@@ -516,7 +518,7 @@ TEMPLATES: dict[int, dict[str, Any]] = {
                               "endpoint_type": 1, "include_fenced_brokers": False},
     ApiKey.CONSUMER_GROUP_HEARTBEAT: {
         "group_id": GROUPS[2], "member_id": "fuzz-member-848", "member_epoch": 0,
-        "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 5000,
+        "instance_id": None, "rack_id": None, "rebalance_timeout": 5000,
         "subscribed_topic_names": ["fuzz-a"], "subscribed_topic_regex": None,
         "server_assignor": None, "topic_partitions": []},
     ApiKey.CONSUMER_GROUP_DESCRIBE: {"group_ids": [GROUPS[2]],
@@ -541,7 +543,7 @@ def built_seed(api_key: int, version: int, examples: list[Seed]) -> Seed | None:
             entity = build(schema, data)
             frame = encode_request(api_key, version, 1, "fuzz-built", entity)[4:]
             parse_frame(frame)  # the broker must be able to read a seed
-        except Exception:  # noqa: BLE001 - try the next candidate
+        except Exception:
             continue
         return Seed("built", frame)
     return None
@@ -584,7 +586,7 @@ def capture(clients: list[str]) -> list[Seed]:
                 started = time.monotonic()
                 try:
                     WORKLOADS[name](bootstrap)
-                except Exception:  # noqa: BLE001 - keep what the client sent before failing
+                except Exception:
                     traceback.print_exc()
                 time.sleep(1.0)  # let background requests (heartbeats, leaves) arrive
                 print(f"  {name}: {sum(1 for f in recorder.frames if f.source == name)} "
@@ -637,8 +639,9 @@ def main(argv: list[str] | None = None) -> int:
                 sources[seed.api_version].add(seed.source)
         real = sorted(v for v, s in sources.items() if s - {"built"})
         built = sorted(v for v, s in sources.items() if s == {"built"})
-        print(f"{api_name(api_key) + f' ({api_key})':<28} {spec.min_version:>3}-{spec.max_version:<3}"
-              f"  real {real} built {built}")
+        label = f"{api_name(api_key)} ({api_key})"
+        print(f"{label:<28} {spec.min_version:>3}-{spec.max_version:<3}  real {real} "
+              f"built {built}")
     if missing:
         print(f"NO SEED for {missing}", file=sys.stderr)
         return 1

@@ -65,7 +65,8 @@ def write_reference(port: int, per_codec: int = 60) -> Reference:
             "enable.idempotence": True, "linger.ms": 20, "logger": RDKAFKA})
         errors: list[Any] = []
 
-        def report(err: Any, msg: Any, headers: tuple[tuple[str, bytes], ...]) -> None:
+        def report(err: Any, msg: Any, headers: tuple[tuple[str, bytes], ...],
+                   errors: list[Any] = errors) -> None:
             if err is not None:
                 errors.append(err)
                 return
@@ -257,7 +258,7 @@ def _consume_kafka_python(port: int, todo: dict[tuple[str, int], tuple[int, int]
         while remaining and time.monotonic() - last_progress < stall_s:
             try:
                 batch = consumer.poll(500)
-            except Exception as exc:  # noqa: BLE001 - CorruptRecordError and friends
+            except Exception as exc:
                 problems.append(f"kafka-python: {type(exc).__name__}: {exc}")
                 break
             if batch:

@@ -241,7 +241,7 @@ class RequestMutator:
 
     def __init__(self, seeds: Sequence[Seed], served: dict[int, tuple[int, int]],
                  rng: random.Random, pools: Pools, batches: BatchMutator, *,
-                 exclude_known: frozenset[int] = frozenset()) -> None:
+                 exclude_known: frozenset[int | str] = frozenset()) -> None:
         self.rng = rng
         self.pools = pools
         self.batches = batches
@@ -260,7 +260,7 @@ class RequestMutator:
                     entity = _kio_read(schema, seed.frame, offset)
                 else:
                     entity = decode_request(header, seed.frame, offset)
-            except Exception:  # noqa: BLE001 - a seed this broker cannot read is no seed
+            except Exception:
                 continue
             self.decoded.setdefault(key, []).append((header, entity, seed.frame))
         self.pairs = sorted(self.decoded)
@@ -290,7 +290,7 @@ class RequestMutator:
             client_id = rng.choice([None, "", "x" * 40000, "é\n\x00", "fuzz"])
         try:
             payload = encode(api_key, version, client_id, entity)
-        except Exception as exc:  # noqa: BLE001 - a value kio cannot write: keep the seed's bytes
+        except Exception as exc:
             notes.append(f"unencodable ({type(exc).__name__})")
             payload = encode(api_key, version, header.client_id,
                              self.sanitize(api_key, version, self.decoded[key][0][1]))
@@ -304,9 +304,10 @@ class RequestMutator:
         """Point a seed at names and ids of this run (the capture's may differ)."""
         rng = self.rng
         for path, f, value in leaves(entity):
-            if f.kind == "uuid" and value is not None and value not in self.pools.topic_ids.values():
-                if rng.random() < 0.9 and self.pools.topic_ids:
-                    entity = set_path(entity, path, rng.choice(list(self.pools.topic_ids.values())))
+            ids = list(self.pools.topic_ids.values())
+            if f.kind == "uuid" and value is not None and value not in ids:
+                if rng.random() < 0.9 and ids:
+                    entity = set_path(entity, path, rng.choice(ids))
             elif f.kind == "str" and f.type_name == "TopicName" and isinstance(value, str):
                 if api_key in DESTROYS and value not in FREE_TOPICS:
                     entity = set_path(entity, path, rng.choice(FREE_TOPICS))
@@ -322,7 +323,7 @@ class RequestMutator:
         schema = request_schema(api_key, target)
         try:
             return target, build(schema, to_dict(entity))
-        except Exception:  # noqa: BLE001 - fields that do not convert: stay
+        except Exception:
             return version, entity
 
     def mutate_field(self, api_key: int, entity: Any) -> tuple[Any, str]:
@@ -338,7 +339,7 @@ class RequestMutator:
             return entity, f"{name}=same"
         try:
             return set_path(entity, path, new), f"{name}={_short(new)}"
-        except Exception:  # noqa: BLE001 - kio refused the value at construction
+        except Exception:
             return entity, f"{name}=refused"
 
     def new_value(self, api_key: int, f: Field, value: Any) -> Any:
@@ -372,8 +373,9 @@ class RequestMutator:
                 return bytes(data)
             return junk_bytes(rng)
         if kind == "records":
-            compacted = rng.random() < 0.2
-            return self.batches.blob(invalid=0.6, keyless=None if not compacted else True)
+            keyless = True if rng.random() < 0.2 else None
+            return self.batches.blob(invalid=0.6, keyless=keyless, compacted=True,
+                                     crc_break_invalid=bool(self.exclude_known & {1, 11}))
         if kind == "uuid":
             return self.pools.uuid(rng)
         if kind in ("structs", "ints", "strs"):
@@ -382,7 +384,7 @@ class RequestMutator:
             if op == 0:
                 return ()
             if op == 1 and items:
-                return tuple(items + [rng.choice(items)])
+                return (*items, rng.choice(items))
             if op == 2 and items:
                 return tuple(items * rng.choice([2, 10, 100, 1000]))[:2000]
             if op == 3 and items:
@@ -499,7 +501,7 @@ class RequestMutator:
         # Defect 2: every unknown (key, version) filled caches; keep to a few versions.
         if api_key not in self.served:
             return 0
-        lo, hi = self.served[api_key]
+        _lo, hi = self.served[api_key]
         return max(-1, min(version, hi + 1))
 
 
@@ -556,7 +558,7 @@ def _replace_all(entity: Any, pred: Callable[[Path, Field, Any], Any | None]) ->
     return entity
 
 
-def sanitize(api_key: int, entity: Any, exclude_known: frozenset[int] = frozenset()) -> Any:
+def sanitize(api_key: int, entity: Any, exclude_known: frozenset[int | str] = frozenset()) -> Any:
     """The request with waits bounded and partition counts small (see :class:`RequestMutator`);
     with ``exclude_known``, also without the inputs of those defects of issue 11."""
 
@@ -564,9 +566,9 @@ def sanitize(api_key: int, entity: Any, exclude_known: frozenset[int] = frozense
         name = f.name
         if api_key == ApiKey.FETCH and name == "max_wait":
             return _clamp_td(value, _MAX_WAIT)
-        if name in ("rebalance_timeout_ms", "rebalance_timeout"):
+        if name == "rebalance_timeout":
             return _clamp_td(value, _MAX_REBALANCE)
-        if api_key == ApiKey.JOIN_GROUP and name in ("session_timeout_ms", "session_timeout"):
+        if api_key == ApiKey.JOIN_GROUP and name == "session_timeout":
             return _clamp_td(value, _MAX_REBALANCE)
         if api_key == ApiKey.CREATE_TOPICS and name == "num_partitions" and isinstance(value, int):
             return min(value, PARTITIONS_PER_REQUEST)
