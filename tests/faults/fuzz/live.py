@@ -26,8 +26,9 @@ same log start / end offsets.
 
 Each failure prints the seed, the input number and the hex of the input, and is saved as JSON
 under ``--findings`` so ``--replay FILE`` sends it again to a fresh broker. ``--exclude-known``
-leaves out the input classes of issue 11's known defects (1, 2, 5, 10, 11) to run green
-before their fixes land; the default includes everything.
+leaves out the input classes of known defects (issue 11's 1, 2, 5, 10, 11 and the fuzzer's own
+findings ``fetch-null-topic-id`` and ``join-protocol``) to run green before their fixes land;
+the default includes everything. How to run it and what it found: docs/testing.md, "Fuzzing".
 """
 
 from __future__ import annotations
