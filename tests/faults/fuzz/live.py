@@ -584,7 +584,8 @@ class Fuzzer:
             self.complete(conn)
         if not conn.pending or conn.pending[0].cid != cid:
             head = conn.pending[0] if conn.pending else None
-            self.finding("protocol", "unexpected correlation id",
+            what = f"api {head.api_key} v{head.version}" if head else "nothing"
+            self.finding("protocol", f"no answer to {what}, the next request answered",
                          f"response with correlation id {cid}, expected "
                          f"{head.cid if head else 'nothing'}",
                          [(head.n, head.payload)] if head else list(self.recent))

@@ -298,6 +298,11 @@ class RequestMutator:
         if rng.random() < 0.18:
             payload, size, note = self.damage(payload)
             notes.append(note)
+            if 2 in self.exclude_known and len(payload) >= 4:
+                # Any damage may have changed the header's api key or version.
+                key, version = struct.unpack_from(">hh", payload)
+                payload = (payload[:2] + _I16.pack(self.allowed_version(key, version))
+                           + payload[4:])
         return payload, size, " ".join(notes)
 
     def retarget(self, api_key: int, entity: Any) -> Any:
