@@ -16,9 +16,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from moldau.protocol.api_keys import ApiKey
@@ -183,7 +187,20 @@ def offsets_snapshot(port: int) -> dict[tuple[str, int], tuple[int, int]]:
 
 
 def consume_everything(port: int, client: str, stall_s: float = 30.0) -> list[str]:
-    """Read every partition from log start to log end with ``client``; the problems found."""
+    """Read every partition from log start to log end with ``client``, in a child process (a
+    client may abort on what it reads: librdkafka did on stored corrupt batches); the problems
+    found, a crash of the child included."""
+    run = subprocess.run(
+        [sys.executable, "-m", "tests.faults.fuzz.checks", "consume-all", client, str(port),
+         str(stall_s)], capture_output=True, text=True, timeout=900,
+        cwd=Path(__file__).resolve().parents[3])
+    if run.returncode != 0:
+        return [f"{client} crashed reading the topics (exit {run.returncode}): "
+                f"{run.stderr.strip()[-500:]}"]
+    return list(json.loads(run.stdout.strip().splitlines()[-1]))
+
+
+def _consume_everything(port: int, client: str, stall_s: float) -> list[str]:
     snapshot = offsets_snapshot(port)
     todo = {tp: span for tp, span in snapshot.items() if span[1] > span[0] >= 0}
     problems = [f"{t}-{p}: ListOffsets failed ({span})" for (t, p), span in snapshot.items()
@@ -272,3 +289,8 @@ def _consume_kafka_python(port: int, todo: dict[tuple[str, int], tuple[int, int]
     finally:
         consumer.close()
     return problems
+
+
+if __name__ == "__main__":  # consume-all CLIENT PORT STALL_S, run by consume_everything
+    _cmd, _client, _port, _stall = sys.argv[1:5]
+    print(json.dumps(_consume_everything(int(_port), _client, float(_stall))))
