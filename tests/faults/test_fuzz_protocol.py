@@ -19,14 +19,14 @@ RUNS = 100_000
 def seed_dir(tmp_path: Path) -> Path:
     """The real-client seeds in fuzz_frames.py's input format (first byte = mode)."""
     from tests.faults.fuzz.corpus import read_corpus
-    from tests.faults.fuzz.live import _seed_batches
+    from tests.faults.fuzz.support import seed_batches
 
     out = tmp_path / "seeds"
     out.mkdir()
     seeds = read_corpus()
     for i, seed in enumerate(seeds):
         (out / f"request-{i}").write_bytes(b"\x01" + seed.frame)
-    for i, batch in enumerate(_seed_batches(seeds)):
+    for i, batch in enumerate(seed_batches(seeds)):
         (out / f"batch-{i}").write_bytes(b"\x02" + batch)
     return out
 

@@ -47,20 +47,16 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from moldau.broker.dispatch import Disconnect, load_handlers, parse_frame
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.entities import to_dict
-from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages import decode_response
 from moldau.protocol.produce_request import ProduceRequestData
 from moldau.protocol.records.batch import iter_batches
-from moldau.protocol.records.codec import decode_batch
 from moldau.testing.runner import BrokerProcess
 from tests.integration.broker_wire import Wire, create_topic, fetch_raw, list_offset
 
@@ -68,6 +64,23 @@ from . import checks
 from .batches import BatchMutator, check_batches
 from .corpus import PLAYGROUND_TOPICS, read_corpus
 from .mutate import DESTROYS, WRITES, Pools, RequestMutator, encode, sanitize
+from .replay import replay
+from .support import (
+    HANDLER_FAILED,
+    SIZE,
+    BrokerLog,
+    Conn,
+    Finding,
+    Pending,
+    api_versions_v0,
+    ms,
+    names,
+    no_problems,
+    partitions_asked,
+    read_values,
+    seed_batches,
+    suppress,
+)
 
 log = logging.getLogger("fuzz")
 ROOT = Path(__file__).resolve().parents[3]
@@ -91,10 +104,6 @@ BROKER_SETTINGS: dict[str, Any] = {
 SLOW_LANES = 8
 SLOW_WINDOW = 2
 PARTITION_BUDGET = 400  # partitions fuzzed CreateTopics/CreatePartitions may add in one run
-_TRACEBACK = "Traceback (most recent call last):"
-_LOG_RECORD = re.compile(r"^\[\d{4}-\d\d-\d\d ")
-_HANDLER_FAILED = re.compile(r"handler for api (-?\d+) v(-?\d+) failed")
-_SIZE = struct.Struct(">i")
 
 
 @dataclass
@@ -110,80 +119,6 @@ class Settings:
     findings: Path = ROOT / "fuzz-findings"
     progress_every: float = 15.0
     restart: bool = True
-
-
-@dataclass
-class Finding:
-    kind: str
-    signature: str
-    detail: str
-    inputs: list[tuple[int, bytes]]  # (input number, bytes as sent, with size prefix)
-    known: str = ""
-    count: int = 1
-
-
-@dataclass
-class Pending:
-    n: int
-    payload: bytes  # as sent, with the size prefix
-    api_key: int
-    version: int
-    cid: int
-    expect: str  # "response", "none" (acks=0 produce) or "close"
-    wait: float  # seconds the broker may rightly take (long polls, rebalances)
-    produce: list[tuple[str, int, bytes | None]] | None = None
-    fallback: bool = False  # an ApiVersions answered in the KIP-511 v0 format
-    slow: bool = False  # may rightly wait (group joins, long polls): sent on a slow lane
-
-
-@dataclass
-class Conn:
-    sock: socket.socket
-    lonely: bool = False
-    slow: bool = False
-    out: bytearray = field(default_factory=bytearray)
-    inbuf: bytearray = field(default_factory=bytearray)
-    pending: deque[Pending] = field(default_factory=deque)
-    next_cid: int = 1
-    head_since: float = field(default_factory=time.monotonic)
-    opened: float = field(default_factory=time.monotonic)
-
-
-class BrokerLog:
-    """Reads what the broker appended to its log, complete lines only."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.pos = path.stat().st_size if path.exists() else 0
-        self.carry = ""
-
-    def new_tracebacks(self) -> list[str]:
-        with open(self.path, "rb") as f:
-            f.seek(self.pos)
-            data = f.read()
-        end = data.rfind(b"\n")
-        if end < 0:
-            return []
-        self.pos += end + 1
-        text = self.carry + data[: end + 1].decode(errors="replace")
-        out = []
-        lines = text.splitlines()
-        i = 0
-        self.carry = ""
-        while i < len(lines):
-            if lines[i].startswith(_TRACEBACK):
-                start = max(0, i - 1)
-                j = i + 1
-                while j < len(lines) and not _LOG_RECORD.match(lines[j]):
-                    j += 1
-                if j == len(lines):  # the traceback may go on: read it with the next lines
-                    self.carry = "\n".join(lines[start:]) + "\n"
-                    break
-                out.append("\n".join(lines[start:j]))
-                i = j
-            else:
-                i += 1
-        return out
 
 
 class Fuzzer:
@@ -207,6 +142,7 @@ class Fuzzer:
         self.ledger_source: dict[tuple[str, int, int], int] = {}
         self.current_input = -1
         self.recent: deque[tuple[int, bytes]] = deque(maxlen=64)
+        self.held: list[tuple[float, str]] = []  # tracebacks waiting for their connection
         self.broker: BrokerProcess | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
@@ -230,7 +166,7 @@ class Fuzzer:
         registry = load_handlers()
         served = {k: (s.min_version, s.max_version) for k, s in registry.items()}
         seeds = read_corpus()
-        real_batches = [b for b in _seed_batches(seeds)]
+        real_batches = [b for b in seed_batches(seeds)]
         self.batches = BatchMutator(self.rng, real_batches)
         self.pools = Pools(reference=tuple(checks.REFERENCE_TOPICS),
                            exclude_newline_names=5 in self.s.exclude_known)
@@ -327,11 +263,11 @@ class Fuzzer:
                             self.stats["skip:known-batch"] += 1
                             return None
             return ("none" if request.acks == 0 else "response"), 0.0, request, ""
-        names = _names(request)
-        if api in WRITES | DESTROYS and names & set(checks.REFERENCE_TOPICS):
+        named = names(request)
+        if api in WRITES | DESTROYS and named & set(checks.REFERENCE_TOPICS):
             self.stats["skip:reference"] += 1
             return None
-        if api in DESTROYS and names & set(PLAYGROUND_TOPICS):
+        if api in DESTROYS and named & set(PLAYGROUND_TOPICS):
             self.stats["skip:playground"] += 1
             return None
         # Broker-wide settings (resource types 4, 8) would change what every topic does.
@@ -346,7 +282,7 @@ class Fuzzer:
                 for t in getattr(request, "topics", ()) or ()):
             return None
         if api in (ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS) and not request.validate_only:
-            wanted = _partitions_asked(api, request)
+            wanted = partitions_asked(api, request)
             if wanted > self.partition_budget:
                 self.stats["skip:partition-budget"] += 1
                 return None
@@ -367,7 +303,7 @@ class Fuzzer:
             return None  # byte-level damage made a long wait or an excluded class: skip it
         wait = 0.0
         if api == ApiKey.FETCH and request.min_bytes > 0:
-            wait = max(0, _ms(request.max_wait)) / 1000
+            wait = max(0, ms(request.max_wait)) / 1000
         elif api in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP):
             wait = 10.0  # a rebalance waits for the other members up to their timeouts
         return "response", wait, request, ""
@@ -387,7 +323,7 @@ class Fuzzer:
         return conn
 
     def close_conn(self, conn: Conn) -> None:
-        with _suppress():
+        with suppress():
             self.sel.unregister(conn.sock)
         conn.sock.close()
         for lane in (self.conns, self.slow_conns):
@@ -424,8 +360,8 @@ class Fuzzer:
         conn.next_cid = (conn.next_cid + 1) & 0x7FFFFFFF or 1
         item.cid = cid
         data = bytearray(item.payload)
-        if len(data) >= 12 and _SIZE.unpack_from(data)[0] == len(data) - 4:
-            _SIZE.pack_into(data, 8, cid)
+        if len(data) >= 12 and SIZE.unpack_from(data)[0] == len(data) - 4:
+            SIZE.pack_into(data, 8, cid)
         item.payload = bytes(data)
         if not conn.pending:
             conn.head_since = time.monotonic()
@@ -450,11 +386,11 @@ class Fuzzer:
             expect, wait, request, _ = verdict
             if expect.startswith("parser-raised:"):
                 self.finding("parser", expect, f"parse_frame raised on input {n} ({note})",
-                             [(n, _SIZE.pack(len(payload)) + payload)])
+                             [(n, SIZE.pack(len(payload)) + payload)])
                 self.done += 1
                 continue
             declared = len(payload) if size is None else size
-            framed = _SIZE.pack(declared) + payload
+            framed = SIZE.pack(declared) + payload
             api, version = struct.unpack_from(">hh", payload) if len(payload) >= 4 else (-1, -1)
             item = Pending(n, framed, api, version, 0, expect, wait, slow=wait > 0)
             item.fallback = expect == "fallback"
@@ -481,6 +417,7 @@ class Fuzzer:
               f"seeded; setup took {time.monotonic() - started:.1f} s", flush=True)
         loop_started = time.monotonic()
         self.loop()
+        self.scan_log(None, final=True)
         took = time.monotonic() - loop_started
         print(f"[fuzz] {self.done} inputs in {took:.0f} s ({self.done / max(took, 1e-9):.0f}/s); "
               f"max RSS {self.max_rss // 1024} MiB; "
@@ -527,8 +464,8 @@ class Fuzzer:
         whose answer shows everything before it was processed."""
         for conn in [*self.conns, *self.slow_conns]:
             if conn.pending:
-                payload = encode(ApiKey.API_VERSIONS, 0, "fuzz-sentinel", _api_versions_v0())
-                self.queue(conn, Pending(-1, _SIZE.pack(len(payload)) + payload,
+                payload = encode(ApiKey.API_VERSIONS, 0, "fuzz-sentinel", api_versions_v0())
+                self.queue(conn, Pending(-1, SIZE.pack(len(payload)) + payload,
                                          ApiKey.API_VERSIONS, 0, 0, "response", 0.0))
         deadline = time.monotonic() + self.s.timeout
         while any(c.pending for c in [*self.conns, *self.slow_conns]) and \
@@ -553,7 +490,7 @@ class Fuzzer:
         del conn.out[:n]
         if not conn.out:
             if conn.lonely:
-                with _suppress():
+                with suppress():
                     conn.sock.shutdown(socket.SHUT_WR)
             self.sel.modify(conn.sock, selectors.EVENT_READ, conn)
 
@@ -571,7 +508,7 @@ class Fuzzer:
             return  # answers to a frame whose size lied: only the close matters
         conn.inbuf += data
         while len(conn.inbuf) >= 4:
-            (size,) = _SIZE.unpack_from(conn.inbuf)
+            (size,) = SIZE.unpack_from(conn.inbuf)
             if len(conn.inbuf) < 4 + size:
                 break
             frame = bytes(conn.inbuf[4 : 4 + size])
@@ -746,10 +683,21 @@ class Fuzzer:
                 self.on_closed(conn, culprit_known=False)
         self.scan_log(None)
 
-    def scan_log(self, culprit: Pending | None) -> None:
-        for block in self.log.new_tracebacks():
+    def scan_log(self, culprit: Pending | None, *, final: bool = False) -> None:
+        """Report new tracebacks of the broker log. One that names a handler is held up to
+        2 s for the close of its connection, which tells exactly which input it was."""
+        now = time.monotonic()
+        blocks = self.held + [(now, b) for b in self.log.new_tracebacks()]
+        self.held = []
+        for seen, block in blocks:
             last = block.strip().splitlines()[-1]
-            match = _HANDLER_FAILED.search(block)
+            match = HANDLER_FAILED.search(block)
+            if match and culprit is not None and (culprit.api_key, culprit.version) != (
+                    int(match.group(1)), int(match.group(2))):
+                culprit = None  # another connection's
+            if match and culprit is None and not final and now - seen < 2.0:
+                self.held.append((seen, block))
+                continue
             where = f"api {match.group(1)} v{match.group(2)}" if match else "background task"
             signature = f"traceback in {where.split(' v')[0]}: " + re.sub(r"\d+", "N", last)[:120]
             if culprit is not None:
@@ -816,9 +764,9 @@ class Fuzzer:
         self.check("ledger", lambda: self.verify_ledger(port))
         for client in ("confluent-kafka", "kafka-python"):
             self.check(f"reference/{client}", lambda c=client: checks.read_reference(port, ref, c))
-            self.check(f"consume-all/{client}", lambda c=client: _no_problems(
+            self.check(f"consume-all/{client}", lambda c=client: no_problems(
                 checks.consume_everything(port, c)))
-        self.scan_log(None)
+        self.scan_log(None, final=True)
         if not self.s.restart:
             return
         before = checks.offsets_snapshot(port)
@@ -869,7 +817,7 @@ class Fuzzer:
             for (topic, partition), expected in sorted(self.ledger.items()):
                 if not expected:
                     continue
-                got = _read_values(wire, topic, partition, min(expected), max(expected) + 1)
+                got = read_values(wire, topic, partition, min(expected), max(expected) + 1)
                 start = list_offset(wire, topic, partition, -2)
                 for offset, value in expected.items():
                     if offset < start:
@@ -896,159 +844,6 @@ class Fuzzer:
             self.broker.close()
         if self._tmp is not None:
             self._tmp.cleanup()
-
-
-# --- helpers ---------------------------------------------------------------------------------
-
-
-@contextmanager
-def _suppress() -> Iterator[None]:
-    try:
-        yield
-    except (OSError, KeyError, ValueError):
-        pass
-
-
-def _read_values(wire: Wire, topic: str, partition: int, first: int, end: int
-                 ) -> dict[int, bytes | None]:
-    """{offset: value} of the records in [first, end) that decode."""
-    got: dict[int, bytes | None] = {}
-    offset = max(first, list_offset(wire, topic, partition, -2))
-    while offset < end:
-        entry = fetch_raw(wire, topic, partition, offset)
-        if entry["error_code"] == ErrorCode.offset_out_of_range:
-            start = list_offset(wire, topic, partition, -2)
-            if start <= offset:
-                break
-            offset = start
-            continue
-        data = entry["records"] or b""
-        advanced = False
-        for pos, header in iter_batches(data):
-            try:
-                decoded = decode_batch(data, pos)
-            except Exception:
-                pass
-            else:
-                # Only batches whose records number 0..n-1 (others may name any offset,
-                # which Kafka allows, and are not in the ledger).
-                base = header.base_offset
-                if [r.offset - base for r in decoded.records] == list(range(len(decoded.records))):
-                    for record in decoded.records:
-                        got.setdefault(record.offset, record.value)
-            if header.next_offset > offset:
-                offset = header.next_offset
-                advanced = True
-        if not advanced:
-            break
-    return got
-
-
-def _no_problems(problems: list[str]) -> None:
-    if problems:
-        raise AssertionError("; ".join(problems[:10]) + (" ..." if len(problems) > 10 else ""))
-
-
-def _ms(value: Any) -> int:
-    from moldau.protocol.entities import to_ms
-
-    return to_ms(value)
-
-
-def _api_versions_v0() -> Any:
-    from moldau.protocol.messages import request_schema
-
-    return request_schema(ApiKey.API_VERSIONS, 0)()
-
-
-def _names(request: Any) -> set[str]:
-    """Topic names (and resource names) anywhere in a decoded request."""
-    from .mutate import leaves
-
-    out = set()
-    for _path, f, value in leaves(request):
-        if isinstance(value, str) and (f.type_name == "TopicName" or f.name in (
-                "resource_name", "topic", "topic_name", "name")):
-            out.add(value)
-        elif f.kind == "strs" and value and f.type_name == "TopicName":
-            out.update(value)
-    return out
-
-
-def _partitions_asked(api: int, request: Any) -> int:
-    total = 0
-    for topic in request.topics:
-        if api == ApiKey.CREATE_TOPICS:
-            total += len(topic.assignments) or max(topic.num_partitions, 1)
-        else:
-            total += max(topic.count, 0)
-    return total
-
-
-def _seed_batches(seeds: list[Any]) -> Iterator[bytes]:
-    """The record batches real clients sent in the corpus's Produce requests."""
-    from moldau.protocol.messages import decode_request_header
-    from moldau.protocol.produce_request import decode_produce_body
-
-    for seed in seeds:
-        if seed.api_key != ApiKey.PRODUCE or seed.source == "built":
-            continue
-        header, offset = decode_request_header(seed.frame)
-        try:
-            request = decode_produce_body(header.api_version, seed.frame, offset)
-        except Exception:
-            continue
-        for _t, parts in request.topics:
-            for _p, blob in parts:
-                if blob is not None and check_batches(blob).problem is None:
-                    yield bytes(blob)
-
-
-# --- replay ------------------------------------------------------------------------------------
-
-
-def replay(path: Path, timeout: float = 30.0) -> bool:
-    """Send a saved finding's inputs to a fresh broker, one connection each, and report
-    what happens. True when the broker answered or closed every one and logged nothing."""
-    doc = json.loads(path.read_text())
-    fuzzer = Fuzzer(Settings(seed=doc["seed"], restart=False))
-    broker = fuzzer.start_broker()
-    ok = True
-    try:
-        with Wire(broker.port()) as wire:
-            for name, (partitions, configs) in PLAYGROUND_TOPICS.items():
-                create_topic(wire, name, partitions, configs)
-        blog = BrokerLog(broker.log_path)
-        for frame in doc["frames"]:
-            data = bytes.fromhex(frame["hex"])
-            print(f"input {frame['input']}: {len(data)} bytes: {data[:64].hex()}...")
-            sock = socket.create_connection(("127.0.0.1", broker.port()), timeout=timeout)
-            sock.sendall(data)
-            got = b""
-            try:
-                while True:
-                    chunk = sock.recv(1 << 20)
-                    if not chunk:
-                        print("  the broker closed the connection")
-                        break
-                    got += chunk
-                    if len(got) >= 4 and len(got) >= 4 + _SIZE.unpack_from(got)[0]:
-                        print(f"  answered: {got[:80].hex()}")
-                        break
-            except TimeoutError:
-                print(f"  NO ANSWER and no close within {timeout} s")
-                ok = False
-            sock.close()
-            time.sleep(0.3)
-            for block in blog.new_tracebacks():
-                print("  broker traceback:\n" + block)
-                ok = False
-        rss = fuzzer.rss_kb()
-        print(f"broker RSS after replay: {rss // 1024} MiB")
-    finally:
-        fuzzer.close()
-    print("REPRODUCED" if not ok else "not reproduced (answered or closed, no traceback)")
-    return ok
 
 
 # --- command line ----------------------------------------------------------------------------
