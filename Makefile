@@ -36,3 +36,10 @@ lint: $(TEST_STAMP)
 
 clean:
 	rm -rf $(VENV) data
+
+## The live fuzzer's long run (docs/testing.md, "Fuzzing"): 1,000,000 mutated requests, then
+## 1,000,000 CRC-valid lying record batches; 1-2 hours on 2 cores. FUZZ_ARGS="--seed N ...".
+.PHONY: fuzz-long
+fuzz-long: test-deps
+	$(BIN)/python -m tests.faults.fuzz.live --inputs 1000000 --mode requests $(FUZZ_ARGS)
+	$(BIN)/python -m tests.faults.fuzz.live --inputs 1000000 --mode batches $(FUZZ_ARGS)

@@ -16,12 +16,29 @@ HERE = Path(__file__).parent / "fuzz"
 RUNS = 100_000
 
 
+def seed_dir(tmp_path: Path) -> Path:
+    """The real-client seeds in fuzz_frames.py's input format (first byte = mode)."""
+    from tests.faults.fuzz.corpus import read_corpus
+    from tests.faults.fuzz.support import seed_batches
+
+    out = tmp_path / "seeds"
+    out.mkdir()
+    seeds = read_corpus()
+    for i, seed in enumerate(seeds):
+        (out / f"request-{i}").write_bytes(b"\x01" + seed.frame)
+    for i, batch in enumerate(seed_batches(seeds)):
+        (out / f"batch-{i}").write_bytes(b"\x02" + batch)
+    return out
+
+
 def test_fuzz_frames_and_batches(tmp_path: Path) -> None:
     work = tmp_path / "corpus"
     work.mkdir()
+    seeds = seed_dir(tmp_path)
+    assert len(list(seeds.iterdir())) > 150
     proc = subprocess.run(
         [sys.executable, str(HERE / "fuzz_frames.py"), f"-runs={RUNS}", "-max_len=4096",
-         "-seed=1", str(work), str(HERE / "corpus")],
+         "-seed=1", str(work), str(HERE / "corpus"), str(seeds)],
         capture_output=True, text=True, timeout=600,
     )
     output = proc.stdout + proc.stderr
