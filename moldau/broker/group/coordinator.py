@@ -24,6 +24,7 @@ from .classic_protocol import ClassicProtocol
 from .config import GroupConfig
 from .consumer_ops import ConsumerProtocol
 from .errors import GroupError
+from .locks import GroupLocks
 from .offsets import OffsetManager
 from .offsets_log import OffsetsLog, OffsetsLogError, records_batch
 from .partitioning import OFFSETS_TOPIC, partition_for
@@ -42,15 +43,24 @@ _APPEND_ERRORS = {
     ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+# An offset commit too large for the log is the client's to fix (Kafka's storeOffsets).
+_COMMIT_ERRORS = {
     ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
 }
 
 
-def append_error(code: int) -> ErrorCode:
-    """The group-facing error for an append that failed with ``code``."""
+def append_error(code: int, *, commit: bool = False) -> ErrorCode:
+    """The group-facing error for an append that failed with ``code`` (``commit``: the
+    append held offset commits)."""
     error = ErrorCode(code)
+    if commit and error in _COMMIT_ERRORS:
+        return _COMMIT_ERRORS[error]
     return _APPEND_ERRORS.get(error, error)
 
 
@@ -71,6 +81,7 @@ class GroupCoordinator:
         self.consumer = ConsumerProtocol(self)
         self.offsets = OffsetManager(self)
         self.admin = GroupAdmin(self)
+        self.locks = GroupLocks()
         self.closed = False
 
     # --- placement ---------------------------------------------------------------------
@@ -98,6 +109,12 @@ class GroupCoordinator:
         raise GroupError(ErrorCode.not_coordinator,
                          f"this broker does not lead __consumer_offsets-{partition}")
 
+    def check_loaded(self, shard: GroupShard) -> None:
+        """Raise NOT_COORDINATOR if ``shard`` was unloaded (e.g. while a request waited)."""
+        if self.shards.get(shard.partition) is not shard:
+            raise GroupError(ErrorCode.not_coordinator,
+                             f"lost leadership of __consumer_offsets-{shard.partition}")
+
     def groups(self) -> Iterable[tuple[GroupShard, Group]]:
         for shard in list(self.shards.values()):
             for group in list(shard.groups.values()):
@@ -117,21 +134,23 @@ class GroupCoordinator:
             log.error("group coordinator task failed", exc_info=task.exception())
 
     # --- writing -----------------------------------------------------------------------
-    async def write(self, shard: GroupShard, records: Sequence[tuple[Key, Value | None]]) -> int:
+    async def write(self, shard: GroupShard, records: Sequence[tuple[Key, Value | None]], *,
+                    commit: bool = False) -> int:
         """Append ``records`` to the shard's partition as one batch; returns its base offset.
 
-        Raises GroupError with the group-facing error when the append fails or the shard was
-        unloaded meanwhile."""
+        Every change to a group goes through here *before* it is applied to memory, so memory
+        never holds what the log does not (Kafka's CoordinatorRuntime writes, then the shard
+        replays). Raises GroupError with the group-facing error (chained to the append's) when
+        the append fails or the shard was unloaded meanwhile; ``commit`` selects the errors of
+        an offset commit."""
         encoded = [(encode_key(k), None if v is None else encode_value(v))  # type: ignore[arg-type]
                    for k, v in records]
         batch = records_batch(encoded, self.timer.now_ms())
         try:
             base = await self.log.append(shard.partition, batch)
         except OffsetsLogError as exc:
-            raise GroupError(append_error(exc.code), str(exc)) from exc
-        if self.shards.get(shard.partition) is not shard:
-            raise GroupError(ErrorCode.not_coordinator,
-                             f"lost leadership of __consumer_offsets-{shard.partition}")
+            raise GroupError(append_error(exc.code, commit=commit), str(exc)) from exc
+        self.check_loaded(shard)
         return base
 
     # --- loading -----------------------------------------------------------------------
@@ -236,12 +255,16 @@ class GroupCoordinator:
             del shard.groups[group.group_id]
 
     def remove_group(self, shard: GroupShard, group: Group) -> None:
-        """Forget a deleted group (its tombstones are written by the caller)."""
+        """Forget a group whose tombstones are written (DeleteGroups, expiry, a change of
+        protocol). Offsets committed while the tombstones were written outlive it in a simple
+        group, which is also what loading the log gives."""
         if shard.groups.get(group.group_id) is group:
             del shard.groups[group.group_id]
         self._shutdown_group(group, ErrorCode.coordinator_not_available)
         if isinstance(group, ClassicGroup):
             group.transition(ClassicState.DEAD, self.timer.now_ms())
+        if shard.offsets.has_offsets(group.group_id) and group.group_id not in shard.groups:
+            shard.groups[group.group_id] = ClassicGroup(group.group_id, self.timer.now_ms())
 
     # --- periodic expiry ---------------------------------------------------------------
     def start_expiry(self) -> None:

@@ -63,7 +63,7 @@ def test_a_fenced_member_is_removed_only_once_its_removal_is_written(
         world = await World(cfg(consumer_session_timeout_ms=SESSION)).start()
         world.add_topic("t", 4)
         members = [Member(world, "g", f"m{i}", ["t"]) for i in range(2)]
-        settle_members(members)
+        await settle_members(members)
         await settle()
         group = consumer_group(world, "g")
         epoch = group.group_epoch
@@ -71,7 +71,7 @@ def test_a_fenced_member_is_removed_only_once_its_removal_is_written(
         world.log.fail_with = E.not_enough_replicas
         for _ in range(3):
             await world.advance(SESSION // 2)
-            members[0].beat()
+            await members[0].beat()
         assert "m1" in group.members and group.group_epoch == epoch, "memory ran ahead"
         assert "Could not write the removal of member m1" in caplog.text
         # The log says the same: a restart would bring back exactly this group.
@@ -82,7 +82,7 @@ def test_a_fenced_member_is_removed_only_once_its_removal_is_written(
         await world.advance(FENCE_RETRY_MS)
         assert set(group.members) == {"m0"} and group.group_epoch == epoch + 1
         assert not group.epoch_dirty
-        settle_members(members[:1])
+        await settle_members(members[:1])
         assert members[0].partitions() == {0, 1, 2, 3}
         await settle()
         again = await reloaded(world)
@@ -96,11 +96,11 @@ def test_a_member_being_fenced_is_refused() -> None:
         world = await World(cfg(consumer_session_timeout_ms=SESSION)).start()
         world.add_topic("t", 2)
         member = Member(world, "g", "m0", ["t"])
-        member.beat()
+        await member.beat()
         await settle()
         world.timer.advance(SESSION)  # the session timer fires; its write is still pending
         with pytest.raises(GroupError) as raised:
-            member.beat()
+            await member.beat()
         assert raised.value.code == E.unknown_member_id
         await settle()
         assert consumer_group(world, "g").members == {}
