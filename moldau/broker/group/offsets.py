@@ -222,7 +222,11 @@ class OffsetManager:
     # --- delete ----------------------------------------------------------------------------
     async def delete(self, shard: GroupShard, group_id: str,
                      topics: list[tuple[str, list[int]]]) -> tuple[int, list[list[int]]]:
-        """OffsetDelete: (group error, per-partition errors)."""
+        """OffsetDelete: (group error, per-partition errors). Checked against the group as a
+        change being written leaves it (a subscription may be on its way)."""
+        if self.coordinator.locks.busy(group_id):
+            await self.coordinator.locks.idle(group_id)
+            self.coordinator.check_loaded(shard)
         group = shard.groups.get(group_id)
         if group is None or (isinstance(group, ClassicGroup) and group.is_in(ClassicState.DEAD)):
             return ErrorCode.group_id_not_found, []

@@ -41,18 +41,20 @@ class CgMember:
         self.epoch = 0
         self.owned: dict[Any, set[int]] = {}
 
-    async def beat(self, epoch: int | None = None) -> dict[str, Any]:
+    async def beat(self, epoch: int | None = None,
+                   subscribe: list[str] | None = None) -> dict[str, Any]:
         epoch = self.epoch if epoch is None else epoch
-        joining = epoch == 0
+        full = epoch == 0 or subscribe is not None
+        self.topics = subscribe or self.topics
         owned = [SimpleNamespace(topic_id=t, partitions=sorted(p))
                  for t, p in self.owned.items()]
         request = SimpleNamespace(
             group_id=self.group, member_id=self.member_id, member_epoch=epoch,
             instance_id=self.instance, rack_id=None,
-            rebalance_timeout=60_000 if joining else -1,
-            subscribed_topic_names=self.topics if joining else None,
+            rebalance_timeout=60_000 if full else -1,
+            subscribed_topic_names=self.topics if full else None,
             subscribed_topic_regex=None, server_assignor=None,
-            topic_partitions=[] if joining else owned)
+            topic_partitions=[] if epoch == 0 else owned)
         answer = await handle_consumer_group_heartbeat(context(self.world), request)
         if answer["error_code"] == 0 and epoch >= 0:
             self.epoch = answer["member_epoch"]
@@ -293,4 +295,31 @@ def test_nothing_is_applied_while_the_write_is_in_flight() -> None:
         # Each join moved the group to its own epoch.
         assert state[1] == before[1] + 2
         await same_as_restart(world, "simple")
+    run(scenario())
+
+
+def test_offset_delete_sees_the_subscription_being_written() -> None:
+    async def scenario() -> None:
+        world = await World(log=GatedLog()).start()
+        world.add_topic("t", 2)
+        world.add_topic("x", 1)
+        log = world.log
+        assert isinstance(log, GatedLog)
+        [m0] = await joined(world, "g", 1)
+        shard = world.shard("g")
+        errors = await world.coordinator.offsets.commit(
+            shard, "g", m0.epoch, "m0", None, [OffsetToCommit("x", 0, 3, -1, "")], version=9)
+        assert errors == [E.none]
+        log.gate.clear()
+        subscribing = asyncio.ensure_future(m0.beat(subscribe=["t", "x"]))
+        await settle()
+        deleting = asyncio.ensure_future(
+            world.coordinator.offsets.delete(shard, "g", [("x", [0])]))
+        await settle()
+        assert not deleting.done()  # it waits for the subscription being written
+        log.gate.set()
+        assert (await subscribing)["error_code"] == 0
+        assert await deleting == (E.none, [[E.group_subscribed_to_topic]])
+        assert persisted(world, "g")[3] == {("x", 0): (3, -1, "", world.timer.now_ms(), -1)}
+        await same_as_restart(world, "g")
     run(scenario())
