@@ -20,7 +20,7 @@ from moldau.broker.handlers.consumer_group_heartbeat import handle_consumer_grou
 from moldau.broker.handlers.delete_groups import handle_delete_groups
 from moldau.protocol.errors import ErrorCode as E
 
-from .helpers import GatedLog, World, persisted, reloaded, result, run, settle
+from .helpers import GatedLog, World, cfg, persisted, reloaded, result, run, settle
 
 
 def context(world: World, version: int = 1) -> Any:
@@ -322,4 +322,30 @@ def test_offset_delete_sees_the_subscription_being_written() -> None:
         assert await deleting == (E.none, [[E.group_subscribed_to_topic]])
         assert persisted(world, "g")[3] == {("x", 0): (3, -1, "", world.timer.now_ms(), -1)}
         await same_as_restart(world, "g")
+    run(scenario())
+
+
+def test_expiry_leaves_a_group_alone_while_a_join_into_it_is_written() -> None:
+    async def scenario() -> None:
+        world = await World(cfg(offsets_retention_ms=60_000), log=GatedLog()).start()
+        world.add_topic("t", 2)
+        log = world.log
+        assert isinstance(log, GatedLog)
+        [m0] = await joined(world, "g", 1)
+        shard = world.shard("g")
+        errors = await world.coordinator.offsets.commit(
+            shard, "g", m0.epoch, "m0", None, [OffsetToCommit("t", 0, 3, -1, "")], version=9)
+        assert errors == [E.none]
+        assert (await m0.beat(epoch=-1))["error_code"] == 0
+        await world.advance(120_000)  # the empty group's offsets have expired
+        log.gate.clear()
+        joining = asyncio.ensure_future(CgMember(world, "g", "m1", ["t"]).beat())
+        await settle()
+        expiring = asyncio.ensure_future(world.coordinator.offsets.expire(shard))
+        await settle()
+        log.gate.set()
+        assert (await joining)["error_code"] == 0
+        await expiring
+        state = await same_as_restart(world, "g")
+        assert state[0] == "consumer" and set(state[2]) == {"m1"}
     run(scenario())
