@@ -186,10 +186,11 @@ def test_a_classic_join_takes_over_an_empty_consumer_group_only_once_written() -
         before = await same_as_restart(world, "g")
         assert before[0] == "consumer" and before[2] == {}
         world.log.fail_with = E.not_enough_replicas
-        answer = await result(world.join("g", version=3))
-        assert answer.error == E.coordinator_not_available
+        failing = world.join("g", version=3)
+        await settle()
         assert isinstance(world.shard("g").groups["g"], ConsumerGroup)
         assert await same_as_restart(world, "g") == before
+        assert (await result(failing)).error == E.coordinator_not_available
         world.log.fail_with = None
         pending = world.join("g", version=3)
         await settle()  # the tombstone is written, then the join waits for its rebalance
