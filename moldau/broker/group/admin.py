@@ -116,6 +116,9 @@ class GroupAdmin:
         failed write leaves the group and its offsets as they were and answers Kafka's error
         for the append. Other changes of the group wait meanwhile (:mod:`.locks`), so a
         JoinGroup arriving during the write starts a new group after it."""
+        return await self.coordinator.run(self._delete(shard, group_id))
+
+    async def _delete(self, shard: GroupShard, group_id: str) -> int:
         async with self.coordinator.locks.hold(group_id):
             self.coordinator.check_loaded(shard)
             group = shard.groups.get(group_id)

@@ -268,6 +268,9 @@ class ConsumerProtocol:
         if req.member_epoch == 0 and not req.member_id:
             req.member_id = new_member_id()
         validate_heartbeat(req, version, self.config.consumer_assignors)
+        return await self.coordinator.run(self._heartbeat(shard, req))
+
+    async def _heartbeat(self, shard: GroupShard, req: HeartbeatRequest) -> HeartbeatResult:
         async with self.coordinator.locks.hold(req.group_id):
             self.coordinator.check_loaded(shard)
             if (req.group_id, req.member_id) in self.fencing:

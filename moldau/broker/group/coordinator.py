@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ...protocol.errors import ErrorCode
 from ...protocol.records.codec import decode_batch
@@ -34,6 +34,8 @@ from .timer import Timer
 from .wire import RecordFormatError
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # How Kafka maps a failed append to __consumer_offsets to what the group client sees.
 _APPEND_ERRORS = {
@@ -130,8 +132,19 @@ class GroupCoordinator:
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator task failed", exc_info=task.exception())
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, GroupError):
+            log.debug("group change answered %s: %s", exc.code.name, exc)
+        elif exc is not None:
+            log.error("group coordinator task failed", exc_info=exc)
+
+    async def run(self, change: Coroutine[Any, Any, T]) -> T:
+        """Run a request's change (plan, write, apply) to its end even if the request goes
+        away meanwhile: a batch that reached the log must reach memory too. Its result or
+        GroupError is the request's."""
+        return await asyncio.shield(self.spawn(change))
 
     # --- writing -----------------------------------------------------------------------
     async def write(self, shard: GroupShard, records: Sequence[tuple[Key, Value | None]], *,

@@ -155,6 +155,13 @@ class OffsetManager:
 
         Written, then replayed; a simple group the commit creates exists from then on (as
         loading the log would create it)."""
+        return await self.coordinator.run(self._commit(
+            shard, group_id, generation, member_id, instance_id, offsets, version=version,
+            retention_ms=retention_ms))
+
+    async def _commit(self, shard: GroupShard, group_id: str, generation: int, member_id: str,
+                      instance_id: str | None, offsets: list[OffsetToCommit], *,
+                      version: int, retention_ms: int) -> list[int]:
         if self.coordinator.locks.busy(group_id):
             # A change of the group is being written: commit against what it leaves behind.
             await self.coordinator.locks.idle(group_id)
@@ -224,6 +231,10 @@ class OffsetManager:
                      topics: list[tuple[str, list[int]]]) -> tuple[int, list[list[int]]]:
         """OffsetDelete: (group error, per-partition errors). Checked against the group as a
         change being written leaves it (a subscription may be on its way)."""
+        return await self.coordinator.run(self._delete(shard, group_id, topics))
+
+    async def _delete(self, shard: GroupShard, group_id: str,
+                      topics: list[tuple[str, list[int]]]) -> tuple[int, list[list[int]]]:
         if self.coordinator.locks.busy(group_id):
             await self.coordinator.locks.idle(group_id)
             self.coordinator.check_loaded(shard)

@@ -106,21 +106,25 @@ class World:
 
 
 class GatedLog(MemoryOffsetsLog):
-    """A log whose appends wait (in order) while :attr:`gate` is closed: a write in flight."""
+    """A log whose appends wait (in order) while :attr:`gate` is closed: a write in flight.
+    With ``after_append`` the batch is in the log first and the wait is for the ISR (as
+    ``PartitionOffsetsLog`` waits for the high watermark)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, after_append: bool = False) -> None:
         super().__init__()
         self.gate = asyncio.Event()
         self.gate.set()
         self.waiting = 0
+        self.after_append = after_append
 
     async def append(self, partition: int, batch: bytes) -> int:
+        base = await super().append(partition, batch) if self.after_append else 0
         self.waiting += 1
         try:
             await self.gate.wait()
         finally:
             self.waiting -= 1
-        return await super().append(partition, batch)
+        return base if self.after_append else await super().append(partition, batch)
 
 
 async def reloaded(world: World) -> World:

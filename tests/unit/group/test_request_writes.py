@@ -350,3 +350,37 @@ def test_expiry_leaves_a_group_alone_while_a_join_into_it_is_written() -> None:
         state = await same_as_restart(world, "g")
         assert state[0] == "consumer" and set(state[2]) == {"m1"}
     run(scenario())
+
+
+def test_a_request_that_goes_away_during_its_write_still_applies_it() -> None:
+    """A client that disconnects while its change waits for the ISR: the batch is in the log,
+    so memory must have it too."""
+    async def scenario() -> None:
+        world = await World(log=GatedLog(after_append=True)).start()
+        world.add_topic("t", 2)
+        log = world.log
+        assert isinstance(log, GatedLog)
+        await joined(world, "g", 1)
+        await world.coordinator.offsets.commit(
+            world.shard("idle"), "idle", -1, "", None, [OffsetToCommit("t", 0, 1, -1, "")],
+            version=8)
+        log.gate.clear()
+        requests = [
+            asyncio.ensure_future(CgMember(world, "g", "m1", ["t"]).beat()),
+            asyncio.ensure_future(world.coordinator.offsets.commit(
+                world.shard("c"), "c", -1, "", None, [OffsetToCommit("t", 0, 5, -1, "")],
+                version=8)),
+            asyncio.ensure_future(handle_delete_groups(context(world),
+                                                       SimpleNamespace(groups_names=["idle"]))),
+        ]
+        await settle()
+        assert log.waiting == 3
+        for request in requests:
+            request.cancel()
+        await settle()
+        log.gate.set()
+        await settle()
+        assert set((await same_as_restart(world, "g"))[2]) == {"m0", "m1"}
+        assert (await same_as_restart(world, "c"))[3] != {}
+        assert await same_as_restart(world, "idle") == (None, {})
+    run(scenario())
