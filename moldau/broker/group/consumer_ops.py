@@ -498,8 +498,7 @@ class ConsumerProtocol:
     def _fence_failed(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
                       reason: str, still: Callable[[ConsumerMember], bool] | None,
                       exc: GroupError) -> None:
-        if shard.groups.get(group.group_id) is not group or exc.code == \
-                ErrorCode.not_coordinator:
+        if not self.coordinator.serves(group):
             # The shard moved: the next coordinator loads the group from the log.
             log.info("[GroupId %s] Fencing member %s abandoned: %s", group.group_id,
                      member_id, exc)

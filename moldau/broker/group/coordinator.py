@@ -117,6 +117,12 @@ class GroupCoordinator:
             raise GroupError(ErrorCode.not_coordinator,
                              f"lost leadership of __consumer_offsets-{shard.partition}")
 
+    def serves(self, group: Group) -> bool:
+        """Whether this coordinator still serves ``group``: its shard is loaded and holds this
+        very group (a timer's write that failed is retried then, and abandoned otherwise)."""
+        shard = self.shards.get(self.partition_of(group.group_id))
+        return shard is not None and shard.groups.get(group.group_id) is group
+
     def groups(self) -> Iterable[tuple[GroupShard, Group]]:
         for shard in list(self.shards.values()):
             for group in list(shard.groups.values()):

@@ -164,3 +164,25 @@ def test_a_simple_commit_that_was_not_written_leaves_no_group() -> None:
                                                         [too_big], version=8)
         assert errors == [E.offset_metadata_too_large] and "simple" not in shard.groups
     run(scenario())
+
+
+def test_timer_writes_failing_on_a_storage_error_are_retried_while_still_coordinator() -> None:
+    """KAFKA_STORAGE_ERROR answers NOT_COORDINATOR, but the shard is still loaded: the fence and
+    the empty generation must be retried, not abandoned as if the partition had moved."""
+    async def scenario() -> None:
+        world = await World(cfg(consumer_session_timeout_ms=SESSION)).start()
+        world.add_topic("t", 2)
+        member = Member(world, "cg", "m0", ["t"])
+        await member.beat()
+        _generation, ids, _ = await stable_group(world, "g", 1, session=6000)
+        world.log.fail_with = E.kafka_storage_error
+        world.coordinator.classic.leave(world.shard("g"), "g", [(ids[0], None)])
+        await world.advance(SESSION)  # m0's session expires; its fence fails
+        world.log.fail_with = None
+        await world.advance(max(FENCE_RETRY_MS, EMPTY_RETRY_MS))
+        assert consumer_group(world, "cg").members == {}
+        assert classic_group(world, "g").state == ClassicState.EMPTY
+        restarted = await reloaded(world)
+        assert consumer_group(restarted, "cg").members == {}
+        assert classic_group(restarted, "g").state == ClassicState.EMPTY
+    run(scenario())
