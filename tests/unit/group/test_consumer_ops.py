@@ -270,3 +270,17 @@ def test_describe() -> None:
         # A classic JoinGroup on a non-empty consumer group is refused.
         assert world.join("g").error == E.inconsistent_group_protocol
     run(scenario())
+
+
+def test_a_planning_copy_holds_the_whole_group_and_shares_no_map() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("t", 3)
+        await settle_members([Member(world, "g", f"m{i}", ["t"]) for i in range(2)])
+        group = group_of(world, "g")
+        staged = group.copy()
+        assert vars(staged) == vars(group)
+        for name, value in vars(group).items():
+            if isinstance(value, dict):
+                assert getattr(staged, name) is not value, name
+    run(scenario())
