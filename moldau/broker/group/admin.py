@@ -110,21 +110,30 @@ class GroupAdmin:
         return result
 
     async def delete(self, shard: GroupShard, group_id: str) -> int:
-        """Delete an empty group and its offsets; returns the DeleteGroups error code."""
-        group = shard.groups.get(group_id)
-        if group is None or (isinstance(group, ClassicGroup) and group.is_in(ClassicState.DEAD)):
-            return ErrorCode.group_id_not_found
-        if not self.coordinator.is_idle(group):
-            return ErrorCode.non_empty_group
-        records = list(self.coordinator.offsets.tombstones_for_group(shard, group))
-        # Gone at once, as Kafka marks it Dead before writing: a JoinGroup arriving during
-        # the write starts a new group instead of joining this one.
-        self.coordinator.remove_group(shard, group)
-        try:
-            base = await self.coordinator.write(shard, records)  # type: ignore[arg-type]
-        except GroupError as exc:
-            return exc.code
-        for i, (key, _) in enumerate(records):
-            if isinstance(key, OffsetKey):
-                shard.offsets.replay(key, None, base + i)
+        """Delete an empty group and its offsets; returns the DeleteGroups error code.
+
+        The tombstones are written first, then replayed (offsets) and the group forgotten; a
+        failed write leaves the group and its offsets as they were and answers Kafka's error
+        for the append. Other changes of the group wait meanwhile (:mod:`.locks`), so a
+        JoinGroup arriving during the write starts a new group after it."""
+        return await self.coordinator.run(self._delete(shard, group_id))
+
+    async def _delete(self, shard: GroupShard, group_id: str) -> int:
+        async with self.coordinator.locks.hold(group_id):
+            self.coordinator.check_loaded(shard)
+            group = shard.groups.get(group_id)
+            if group is None or (isinstance(group, ClassicGroup)
+                                 and group.is_in(ClassicState.DEAD)):
+                return ErrorCode.group_id_not_found
+            if not self.coordinator.is_idle(group):
+                return ErrorCode.non_empty_group
+            records = list(self.coordinator.offsets.tombstones_for_group(shard, group))
+            try:
+                base = await self.coordinator.write(shard, records)  # type: ignore[arg-type]
+            except GroupError as exc:
+                return exc.code
+            for i, (key, _) in enumerate(records):
+                if isinstance(key, OffsetKey):
+                    shard.offsets.replay(key, None, base + i)
+            self.coordinator.remove_group(shard, group)
         return ErrorCode.none

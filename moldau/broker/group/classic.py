@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,13 +114,6 @@ class ClassicMember:
         """Whether ``protocols`` are exactly what this member last sent."""
         return self.protocols == protocols
 
-    def vote(self, candidates: set[str]) -> str:
-        """The first of this member's protocols that every member supports."""
-        for name in self.protocol_names():
-            if name in candidates:
-                return name
-        raise ValueError("member supports none of the candidate protocols")
-
     def has_satisfied_heartbeat(self) -> bool:
         """Whether the session timer may expire without removing the member (Kafka's rule:
         a member parked in JoinGroup/SyncGroup is alive)."""
@@ -137,6 +131,11 @@ class ClassicMember:
         return MemberValue(self.member_id, self.group_instance_id, self.client_id,
                            self.client_host, self.rebalance_timeout_ms,
                            self.session_timeout_ms, subscription, self.assignment)
+
+
+def _common(names: Mapping[str, list[str]]) -> set[str]:
+    sets = [set(mine) for mine in names.values()]
+    return set.intersection(*sets) if sets else set()
 
 
 def complete(future: asyncio.Future[Any] | None, value: Any) -> None:
@@ -238,10 +237,18 @@ class ClassicGroup:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     # --- protocols -----------------------------------------------------------------------
+    def _protocol_names(self, overrides: Mapping[str, list[tuple[str, bytes]]] | None = None
+                        ) -> dict[str, list[str]]:
+        """Each member's protocol names, in its order of preference (``overrides``: the
+        protocols some members would have after a change not yet applied)."""
+        overrides = overrides or {}
+        return {m.member_id: [name for name, _ in overrides[m.member_id]]
+                if m.member_id in overrides else m.protocol_names()
+                for m in self.members.values()}
+
     def candidate_protocols(self) -> set[str]:
         """Protocols every member supports."""
-        sets = [set(m.protocol_names()) for m in self.members.values()]
-        return set.intersection(*sets) if sets else set()
+        return _common(self._protocol_names())
 
     def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
         if not self.members:
@@ -249,13 +256,17 @@ class ClassicGroup:
         return protocol_type == self.protocol_type and bool(
             self.candidate_protocols() & set(names))
 
-    def select_protocol(self) -> str:
-        """The protocol with the most votes; ties go to the leader's preference."""
-        candidates = self.candidate_protocols()
-        votes = Counter(m.vote(candidates) for m in self.members.values())
+    def select_protocol(self,
+                        overrides: Mapping[str, list[tuple[str, bytes]]] | None = None) -> str:
+        """The protocol with the most votes; ties go to the leader's preference
+        (``overrides``: as if some members had these protocols)."""
+        names = self._protocol_names(overrides)
+        candidates = _common(names)
+        votes = Counter(next(n for n in mine if n in candidates) for mine in names.values())
         best = max(votes.values())
-        preference = (self.members[self.leader_id].protocol_names()
-                      if self.leader_id in self.members else sorted(votes))
+        preference = (names[self.leader_id]
+                      if self.leader_id is not None and self.leader_id in names
+                      else sorted(votes))
         for name in preference:
             if votes.get(name) == best:
                 return name

@@ -13,6 +13,15 @@ request's connection waits on them (the broker's connection parks async handlers
 
 This module validates the requests and updates the members; the rebalance itself (its phases,
 timers, member removal and the group's record) is :class:`~.classic_rebalance.ClassicRebalance`.
+
+Durability, as in Kafka's classic coordinator: a group is persisted only as GroupMetadata
+snapshots, so the bookkeeping of a rebalance (members joining, leaving or timing out, the next
+generation until its SyncGroup) lives in memory and a restart returns to the last written
+generation. What is written is written first and applied then: the leader's assignment (the
+group turns Stable once it is written), the empty generation of a group nobody rejoined (see
+:meth:`.ClassicRebalance._enter_empty_generation`), a static member's new member id in a stable
+group (:meth:`ClassicProtocol._rejoin_stable`), and the tombstone of an empty consumer group
+whose id a JoinGroup takes.
 """
 
 from __future__ import annotations
@@ -20,14 +29,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
 from .classic import ClassicGroup, ClassicMember, ClassicState, JoinResult, SyncResult, complete
 from .classic_rebalance import ClassicRebalance
 from .errors import GroupError
+from .records import GroupKey, GroupValue
 
 if TYPE_CHECKING:
     from .coordinator import GroupCoordinator
@@ -114,17 +124,23 @@ class ClassicProtocol:
         if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
                 <= self.config.max_session_timeout_ms):
             return JoinResult(error=ErrorCode.invalid_session_timeout, member_id=req.member_id)
+        if self.coordinator.locks.busy(req.group_id):
+            # A change of this group is being written: join the group it leaves behind.
+            return self._join_after(self.coordinator.locks.idle(req.group_id), req)
         existing = shard.groups.get(req.group_id)
         if existing is not None and not isinstance(existing, ClassicGroup):
             if not existing.is_empty:
                 return JoinResult(error=ErrorCode.inconsistent_group_protocol,
                                   member_id=req.member_id)
-            # An empty consumer-protocol group converts to classic (as Kafka allows).
-            self.coordinator.consumer.drop_group(shard, existing)
-            existing = None
+            # An empty consumer-protocol group converts to classic (as Kafka allows) once its
+            # tombstone is written.
+            return self._join_after(self.coordinator.consumer.delete_empty(shard, existing), req)
         if existing is None:
             if req.member_id:
                 return JoinResult(error=ErrorCode.unknown_member_id, member_id=req.member_id)
+            # In memory only until its first generation is written at SyncGroup (or its empty
+            # one when nobody stays), like the member bookkeeping of every rebalance: Kafka's
+            # classic coordinator persists a group only as GroupMetadata snapshots.
             existing = ClassicGroup(req.group_id, self._now())
             shard.groups[req.group_id] = existing
         group = existing
@@ -141,6 +157,19 @@ class ClassicProtocol:
         except GroupError as exc:
             self.coordinator.maybe_forget_group(shard, group)
             return JoinResult(error=exc.code, member_id=req.member_id)
+
+    def _join_after(self, first: Awaitable[None], req: JoinRequest) -> asyncio.Task[JoinResult]:
+        """Join once ``first`` (a write of this group) is done; its GroupError is the answer."""
+
+        async def join_later() -> JoinResult:
+            try:
+                await first
+                answer = self.join(self.coordinator.shard_of_group(req.group_id), req)
+            except GroupError as exc:
+                return JoinResult(error=exc.code, member_id=req.member_id)
+            return await answer if isinstance(answer, asyncio.Future) else answer
+
+        return self.coordinator.spawn(join_later())
 
     def _accepts(self, group: ClassicGroup, member_id: str) -> bool:
         """Kafka's acceptJoiningMember (group.max.size)."""
@@ -227,31 +256,21 @@ class ClassicProtocol:
     def _replace_static_member(self, group: ClassicGroup, old_id: str, new_id: str,
                                req: JoinRequest) -> JoinAnswer:
         old = group.members[old_id]
-        complete(old.join_future, JoinResult(error=ErrorCode.fenced_instance_id,
-                                             member_id=old_id))
-        complete(old.sync_future, SyncResult(error=ErrorCode.fenced_instance_id))
-        old.join_future = old.sync_future = None
-        self.timer.cancel(("heartbeat", group.group_id, old_id))
-        previous_leader = group.leader_id
-        old_protocols = list(old.protocols)
+        if group.is_in(S.STABLE) and group.protocol_name == group.select_protocol(
+                {old_id: req.protocols}):
+            return self._rejoin_stable(group, old, new_id, req)
+        # Otherwise the new member id joins a rebalance, whose bookkeeping stays in memory
+        # until its generation is written (as in Kafka).
+        self._fence_incarnation(group, old)
         member = group.replace_static_member(req.group_instance_id or "", old_id, new_id)
-        member.protocols = list(req.protocols)
-        member.rebalance_timeout_ms = req.rebalance_timeout_ms
-        member.session_timeout_ms = req.session_timeout_ms
-        member.client_id, member.client_host = req.client_id, req.client_host
+        self._update_static(member, req)
         future: asyncio.Future[JoinResult] = self._future()
         member.join_future = future
         self.rebalance.schedule_heartbeat(group, member, member.session_timeout_ms)
         match group.state:
             case S.STABLE:
-                if group.protocol_name == group.select_protocol():
-                    # Nothing the assignment depends on changed: persist the new member id and
-                    # answer with the old leader id, so this member does not try to assign.
-                    self.coordinator.spawn(self._store_static_rejoin(
-                        group, member, old_id, old_protocols, previous_leader))
-                else:
-                    self.rebalance.maybe_prepare_rebalance(
-                        group, f"static member {new_id} changed the selected protocol")
+                self.rebalance.maybe_prepare_rebalance(
+                    group, f"static member {new_id} changed the selected protocol")
             case S.COMPLETING_REBALANCE:
                 self.rebalance.prepare_rebalance(
                     group, f"static member {new_id} rejoined during sync")
@@ -259,24 +278,75 @@ class ClassicProtocol:
                 self.rebalance.check_join_complete(group)
         return future
 
-    async def _store_static_rejoin(self, group: ClassicGroup, member: ClassicMember,
-                                   old_id: str, old_protocols: list[tuple[str, bytes]],
-                                   previous_leader: str | None) -> None:
+    def _fence_incarnation(self, group: ClassicGroup, old: ClassicMember) -> None:
+        """Answer the parked requests of a static member's old incarnation and stop its
+        session timer."""
+        complete(old.join_future, JoinResult(error=ErrorCode.fenced_instance_id,
+                                             member_id=old.member_id))
+        complete(old.sync_future, SyncResult(error=ErrorCode.fenced_instance_id))
+        old.join_future = old.sync_future = None
+        self.timer.cancel(("heartbeat", group.group_id, old.member_id))
+
+    @staticmethod
+    def _update_static(member: ClassicMember, source: JoinRequest | ClassicMember) -> None:
+        member.protocols = list(source.protocols)
+        member.rebalance_timeout_ms = source.rebalance_timeout_ms
+        member.session_timeout_ms = source.session_timeout_ms
+        member.client_id, member.client_host = source.client_id, source.client_host
+
+    def _rejoin_stable(self, group: ClassicGroup, old: ClassicMember, new_id: str,
+                       req: JoinRequest) -> asyncio.Future[JoinResult]:
+        """A static member's new incarnation joins a stable group without changing what the
+        assignment depends on: the group record with its new member id is written, then
+        applied, and it is answered with the old leader id so that it does not assign again.
+        (Kafka applies the new id first and reverts it when the write fails; writing first
+        keeps the old incarnation, session timer included, exactly as the log has it.) Joins
+        of the group wait for the write (:mod:`.locks`)."""
+        claimed = self.coordinator.locks.try_hold(group.group_id)
+        assert claimed, "join() waits for the group's lock before it gets here"
+        renewed = replace(old, member_id=new_id, join_future=None, sync_future=None)
+        self._update_static(renewed, req)
+        record = group.to_record()
+        record = replace(record, members=tuple(
+            renewed.to_record(group.protocol_name) if m.member_id == old.member_id else m
+            for m in record.members))
+        future: asyncio.Future[JoinResult] = self._future()
+        self.coordinator.spawn(self._store_static_rejoin(group, old, renewed, record, future))
+        return future
+
+    async def _store_static_rejoin(self, group: ClassicGroup, old: ClassicMember,
+                                   renewed: ClassicMember, record: GroupValue,
+                                   future: asyncio.Future[JoinResult]) -> None:
+        group_id = group.group_id
         try:
-            await self.rebalance.store_group(group)
-        except GroupError as exc:
-            if member.member_id in group.members and member.group_instance_id is not None:
-                group.replace_static_member(member.group_instance_id, member.member_id, old_id)
-                member.protocols = old_protocols
-            complete(member.join_future, JoinResult(error=exc.code, member_id=member.member_id))
-            member.join_future = None
-            return
-        complete(member.join_future, JoinResult(
-            error=0, generation_id=group.generation_id, protocol_type=group.protocol_type,
-            protocol_name=group.protocol_name, leader=previous_leader or "",
-            member_id=member.member_id, members=[]))
-        member.join_future = None
-        self.rebalance.schedule_heartbeat(group, member, member.session_timeout_ms)
+            try:
+                shard = self.coordinator.shard_of_group(group_id)
+                await self.coordinator.write(shard, [(GroupKey(group_id), record)])
+            except GroupError as exc:
+                log.warning("Group %s: static member %s (instance %s) was not written (%s: %s);"
+                            " member %s stays", group_id, renewed.member_id,
+                            renewed.group_instance_id, exc.code.name, exc, old.member_id)
+                complete(future, JoinResult(error=exc.code, member_id=""))
+                return
+            if group.members.get(old.member_id) is not old:
+                # The old incarnation left or timed out during the write: the group rebalances
+                # without it (in memory until its next generation is written); the instance
+                # joins again.
+                complete(future, JoinResult(error=ErrorCode.unknown_member_id,
+                                            member_id=renewed.member_id))
+                return
+            previous_leader = group.leader_id
+            self._fence_incarnation(group, old)
+            member = group.replace_static_member(renewed.group_instance_id or "",
+                                                 old.member_id, renewed.member_id)
+            self._update_static(member, renewed)
+            complete(future, JoinResult(
+                error=0, generation_id=group.generation_id, protocol_type=group.protocol_type,
+                protocol_name=group.protocol_name, leader=previous_leader or "",
+                member_id=member.member_id, members=[]))
+            self.rebalance.schedule_heartbeat(group, member, member.session_timeout_ms)
+        finally:
+            self.coordinator.locks.release(group_id)
 
     # --- SyncGroup -------------------------------------------------------------------------
     def sync(self, shard: GroupShard, group_id: str, generation_id: int, member_id: str,
@@ -376,6 +446,7 @@ class ClassicProtocol:
             except GroupError as exc:
                 errors.append(exc.code)
                 continue
+            # Rebalance bookkeeping, in memory only as in Kafka (see the module docstring).
             log.info("Member %s has left group %s through explicit LeaveGroup", member_id,
                      group_id)
             self.rebalance.remove_member(group, member, "member left")

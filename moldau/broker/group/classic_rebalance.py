@@ -188,7 +188,7 @@ class ClassicRebalance:
             shard = self.coordinator.shard_of_group(group.group_id)
             await self.coordinator.write(shard, [(GroupKey(group.group_id), value)])
         except GroupError as exc:
-            if exc.code == ErrorCode.not_coordinator:
+            if not self.coordinator.serves(group):
                 # The shard moved: the next coordinator loads the group from the log.
                 log.info("Group %s: the empty generation was not written: %s",
                          group.group_id, exc)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from ...protocol.errors import ErrorCode
@@ -242,6 +242,53 @@ class ConsumerGroup:
                 for p in partitions:
                     self.partition_epochs[(topic, p)] = member.member_epoch
 
+    def copy(self) -> ConsumerGroup:
+        """A copy to plan a change on while this group keeps its state until the change is
+        written. Members are never changed in place (changes make new ones), so the maps are
+        copied, not the members."""
+        staged = ConsumerGroup(self.group_id, self.state_timestamp)
+        staged.group_epoch = self.group_epoch
+        staged.assignment_epoch = self.assignment_epoch
+        staged.members = dict(self.members)
+        staged.static_members = dict(self.static_members)
+        staged.target = dict(self.target)
+        staged.partition_epochs = dict(self.partition_epochs)
+        staged.subscription_fingerprint = self.subscription_fingerprint
+        staged.resolved_regex = dict(self.resolved_regex)
+        staged.regex_version = self.regex_version
+        staged.epoch_dirty = self.epoch_dirty
+        return staged
+
+    def replay_written(self, records: Iterable[tuple[WritableKey, Value | None]],
+                       planned: ConsumerGroup) -> None:
+        """Apply a change once its records are written: members and the group epoch from the
+        records themselves (as loading reads them), and from the copy the change was
+        ``planned`` on what no record holds (target assignment, subscription bookkeeping)."""
+        for key, value in records:
+            match key:
+                case ConsumerGroupKey() if isinstance(value, ConsumerGroupValue):
+                    self.group_epoch = value.epoch
+                    self.epoch_dirty = False
+                case ConsumerMemberKey():
+                    if value is None:
+                        self.remove_member(key.member_id)
+                    else:
+                        assert isinstance(value, ConsumerMemberValue)
+                        self.put_member(with_metadata(self.members.get(key.member_id),
+                                                      key.member_id, value))
+                case ConsumerAssignmentKey():
+                    member = self.members.get(key.member_id)
+                    if member is not None and value is not None:
+                        assert isinstance(value, ConsumerAssignmentValue)
+                        self.put_member(with_assignment(member, value))
+        self.epoch_dirty = planned.epoch_dirty
+        self.assignment_epoch = planned.assignment_epoch
+        self.target = planned.target
+        self.subscription_fingerprint = planned.subscription_fingerprint
+        self.resolved_regex = planned.resolved_regex
+        self.regex_version = planned.regex_version
+        self.state_timestamp = planned.state_timestamp
+
     def bump_epoch(self, now_ms: int) -> int:
         self.group_epoch += 1
         self.state_timestamp = now_ms
@@ -306,24 +353,34 @@ def _partitions(assignment: Mapping[uuid.UUID, set[int]]) -> TopicPartitions:
     return tuple((t, tuple(sorted(p))) for t, p in sorted(assignment.items()) if p)
 
 
-def member_from_records(member_id: str, meta: ConsumerMemberValue,
-                        assignment: ConsumerAssignmentValue | None) -> ConsumerMember:
-    member = ConsumerMember(
-        member_id, instance_id=meta.instance_id, rack_id=meta.rack_id,
-        client_id=meta.client_id, client_host=meta.client_host,
+def with_metadata(member: ConsumerMember | None, member_id: str,
+                  meta: ConsumerMemberValue) -> ConsumerMember:
+    """``member`` (a new one if None) with what a ConsumerGroupMemberMetadata record holds."""
+    return replace(
+        member or ConsumerMember(member_id), instance_id=meta.instance_id,
+        rack_id=meta.rack_id, client_id=meta.client_id, client_host=meta.client_host,
         subscribed_topic_names=list(meta.subscribed_topic_names),
         subscribed_topic_regex=meta.subscribed_topic_regex,
         server_assignor=meta.server_assignor, rebalance_timeout_ms=meta.rebalance_timeout_ms)
-    if assignment is not None:
-        try:
-            state = MemberState(assignment.state)
-        except ValueError:
-            state = MemberState.STABLE
-        member = replace(member, member_epoch=assignment.member_epoch,
-                         previous_member_epoch=assignment.previous_member_epoch, state=state,
-                         assigned={t: set(p) for t, p in assignment.assigned},
-                         pending_revocation={t: set(p) for t, p in assignment.pending_revocation})
-    return member
+
+
+def with_assignment(member: ConsumerMember,
+                    assignment: ConsumerAssignmentValue) -> ConsumerMember:
+    """``member`` with what a ConsumerGroupCurrentMemberAssignment record holds."""
+    try:
+        state = MemberState(assignment.state)
+    except ValueError:
+        state = MemberState.STABLE
+    return replace(member, member_epoch=assignment.member_epoch,
+                   previous_member_epoch=assignment.previous_member_epoch, state=state,
+                   assigned={t: set(p) for t, p in assignment.assigned},
+                   pending_revocation={t: set(p) for t, p in assignment.pending_revocation})
+
+
+def member_from_records(member_id: str, meta: ConsumerMemberValue,
+                        assignment: ConsumerAssignmentValue | None) -> ConsumerMember:
+    member = with_metadata(None, member_id, meta)
+    return member if assignment is None else with_assignment(member, assignment)
 
 
 def _metadata_value(m: ConsumerMember) -> ConsumerMemberValue:

@@ -9,15 +9,19 @@ assignment with the server assignor, and moves the member one step towards it
 ``group.consumer.session.timeout.ms``, or stay in revocation longer than their rebalance
 timeout.
 
-Durability: every change is answered only after its records are in ``__consumer_offsets``
+Durability, in Kafka's order: each heartbeat, leave and fence is planned on a copy of the group
+(the records to write and the answer), the records are written to ``__consumer_offsets``
 (Kafka's ConsumerGroupMetadata, ConsumerGroupMemberMetadata and
-ConsumerGroupCurrentMemberAssignment records), so after a coordinator restart members carry on
-with their partitions; the target assignment is recomputed at load (see
-:meth:`.consumer_group.ConsumerGroup.replay`). A member fenced by a timer is removed only once
-its tombstones are written (memory never runs ahead of the log); meanwhile its heartbeats get
-UNKNOWN_MEMBER_ID, as in Kafka where the removal is already applied, uncommitted. A failed
-write leaves the member in place and is retried after :data:`FENCE_RETRY_MS`, as Kafka's
-coordinator timers retry a failed write.
+ConsumerGroupCurrentMemberAssignment records), then replayed into the group, then the member is
+answered. A failed write leaves the group as it was and the client gets Kafka's error for the
+append (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, UNKNOWN_SERVER_ERROR). The changes of one
+group are planned, written and applied one at a time (:mod:`.locks`), as Kafka runs the events
+of a partition one after the other. After a coordinator restart members carry on with their
+partitions; the target assignment is recomputed at load (see
+:meth:`.consumer_group.ConsumerGroup.replay`). While a fenced member's removal is written its
+heartbeats get UNKNOWN_MEMBER_ID, as in Kafka where the removal is already applied,
+uncommitted; a failed write leaves the member in place and is retried after
+:data:`FENCE_RETRY_MS`, as Kafka's coordinator timers retry a failed write.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import base64
 import logging
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -46,7 +51,7 @@ from .consumer_group import (
     reconcile,
 )
 from .errors import GroupError
-from .records import ConsumerGroupKey, ConsumerGroupValue, Value, WritableKey
+from .records import ConsumerGroupKey, GroupKey, Value, WritableKey
 
 Records = list[tuple[WritableKey, Value | None]]
 
@@ -80,13 +85,24 @@ class HeartbeatRequest:
 
 @dataclass(slots=True)
 class HeartbeatResult:
-    """The answer, and the records to write to ``__consumer_offsets`` before sending it."""
+    """The answer to a ConsumerGroupHeartbeat, sent once its change is written."""
 
     member_id: str
     member_epoch: int
     heartbeat_interval_ms: int
     assignment: Assignment | None = None
-    records: list[tuple[WritableKey, Value | None]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class GroupChange:
+    """A change of one consumer group, planned on a copy (``group``) while the group itself
+    keeps its state: the records that say it, the answer to give once they are written, and
+    what to do with the applied group then (timers). Kafka's CoordinatorResult."""
+
+    group: ConsumerGroup
+    records: Records = field(default_factory=list)
+    result: HeartbeatResult | None = None
+    after: list[Callable[[ConsumerGroup], None]] = field(default_factory=list)
 
 
 def new_member_id() -> str:
@@ -190,35 +206,61 @@ class ConsumerProtocol:
         group.assignment_epoch = group.group_epoch
 
     # --- groups --------------------------------------------------------------------------
-    def _group(self, shard: GroupShard, group_id: str, create: bool) -> ConsumerGroup:
+    def _staged(self, shard: GroupShard, group_id: str,
+                create: bool) -> tuple[ConsumerGroup, ClassicGroup | None]:
+        """A copy of the group to plan a change on (a new group when joining one that does not
+        exist), and the empty classic group it replaces, if any."""
         group = shard.groups.get(group_id)
         if isinstance(group, ClassicGroup):
             if not create or not self.coordinator.is_idle(group):
                 raise GroupError(ErrorCode.group_id_not_found,
                                  f"Group {group_id} is not a consumer group.")
             # An empty classic group (e.g. only committed offsets) becomes a consumer group.
-            self.coordinator.classic.shutdown_group(group, ErrorCode.not_coordinator)
-            group = None
+            return ConsumerGroup(group_id, self.timer.now_ms()), group
         if group is None:
             if not create:
                 # Kafka answers GROUP_ID_NOT_FOUND, which librdkafka treats as fatal; a lost
                 # member should rejoin instead, so this says the member is unknown.
                 raise GroupError(ErrorCode.unknown_member_id,
                                  f"group {group_id} has no such member")
-            group = ConsumerGroup(group_id, self.timer.now_ms())
-            shard.groups[group_id] = group
-        return group
+            return ConsumerGroup(group_id, self.timer.now_ms()), None
+        return group.copy(), None
 
-    def drop_group(self, shard: GroupShard, group: ConsumerGroup) -> None:
-        """Forget an empty consumer group (it is turning into a classic group)."""
-        self.shutdown_group(group)
-        if shard.groups.get(group.group_id) is group:
-            del shard.groups[group.group_id]
+    async def delete_empty(self, shard: GroupShard, group: ConsumerGroup) -> None:
+        """Write the tombstone of an empty consumer group, then forget it: a classic JoinGroup
+        takes over its id (Kafka's maybeDeleteEmptyConsumerGroup). Raises GroupError if the
+        write fails; does nothing if the group changed meanwhile."""
+        group_id = group.group_id
+        async with self.coordinator.locks.hold(group_id):
+            if shard.groups.get(group_id) is not group or not group.is_empty:
+                return
+            await self.coordinator.write(shard, [(ConsumerGroupKey(group_id), None)])
+            self.coordinator.remove_group(shard, group)
+
+    # --- changes -------------------------------------------------------------------------
+    async def _write_and_apply(self, shard: GroupShard, change: GroupChange) -> None:
+        """Write a planned change, then apply it: Kafka's CoordinatorRuntime order (records,
+        replay, answer). The caller holds the group's lock. A failed write raises GroupError
+        and leaves the group as it was."""
+        if change.records:
+            await self.coordinator.write(shard, change.records)
+        group_id = change.group.group_id
+        live = shard.groups.get(group_id)
+        if not isinstance(live, ConsumerGroup):
+            if isinstance(live, ClassicGroup):
+                self.coordinator.classic.shutdown_group(live, ErrorCode.not_coordinator)
+            live = ConsumerGroup(group_id, change.group.state_timestamp)
+            shard.groups[group_id] = live
+        live.replay_written(change.records, change.group)
+        for step in change.after:
+            step(live)
 
     # --- heartbeat -----------------------------------------------------------------------
-    def heartbeat(self, shard: GroupShard, req: HeartbeatRequest,
-                  version: int) -> HeartbeatResult:
-        """Handle a ConsumerGroupHeartbeat; raises GroupError for error answers."""
+    async def heartbeat(self, shard: GroupShard, req: HeartbeatRequest,
+                        version: int) -> HeartbeatResult:
+        """Handle a ConsumerGroupHeartbeat: plan the change on a copy of the group, write its
+        records, apply them, answer. Raises GroupError for error answers, including a failed
+        write (the group is then unchanged)."""
         if "consumer" not in self.config.rebalance_protocols:
             raise GroupError(ErrorCode.unsupported_version,
                              "the consumer group protocol is disabled "
@@ -226,18 +268,33 @@ class ConsumerProtocol:
         if req.member_epoch == 0 and not req.member_id:
             req.member_id = new_member_id()
         validate_heartbeat(req, version, self.config.consumer_assignors)
-        if (req.group_id, req.member_id) in self.fencing:
-            raise GroupError(ErrorCode.unknown_member_id,
-                             f"member {req.member_id} is being removed from group "
-                             f"{req.group_id}; join again")
-        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            return self._leave(shard, req)
-        group = self._group(shard, req.group_id, create=req.member_epoch == 0)
+        return await self.coordinator.run(self._heartbeat(shard, req))
+
+    async def _heartbeat(self, shard: GroupShard, req: HeartbeatRequest) -> HeartbeatResult:
+        async with self.coordinator.locks.hold(req.group_id):
+            self.coordinator.check_loaded(shard)
+            if (req.group_id, req.member_id) in self.fencing:
+                raise GroupError(ErrorCode.unknown_member_id,
+                                 f"member {req.member_id} is being removed from group "
+                                 f"{req.group_id}; join again")
+            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                change = self._plan_leave(shard, req)
+            else:
+                change = self._plan_heartbeat(shard, req)
+            await self._write_and_apply(shard, change)
+        assert change.result is not None
+        return change.result
+
+    def _plan_heartbeat(self, shard: GroupShard, req: HeartbeatRequest) -> GroupChange:
+        group, replaced = self._staged(shard, req.group_id, create=req.member_epoch == 0)
+        change = GroupChange(group)
+        if replaced is not None:
+            # Kafka deletes the classic group's record when a consumer group takes its id.
+            change.records.append((GroupKey(req.group_id), None))
         image = self.coordinator.image()
         now = self.timer.now_ms()
-        records: Records = []
         if req.member_epoch == 0:
-            member = self._joining_member(group, req, records)
+            member = self._joining_member(change, req)
             previous = None
         else:
             found = group.members.get(req.member_id)
@@ -259,7 +316,7 @@ class ConsumerProtocol:
             group.bump_epoch(now)
             group.epoch_dirty = True
         if group.epoch_dirty:
-            records.append(group.epoch_record())
+            change.records.append(group.epoch_record())
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group, image)
         target = group.target.get(updated.member_id, {})
@@ -267,19 +324,21 @@ class ConsumerProtocol:
                                group.partition_epoch)
         if reconciled is not updated:
             group.put_member(reconciled)
-        records += member_records(group.group_id, previous, reconciled)
-        self._arm_timers(shard, group, reconciled)
+        change.records += member_records(group.group_id, previous, reconciled)
+        member_id = reconciled.member_id
+        change.after.append(lambda live: self._arm_timers(shard, live, live.members[member_id]))
         full = req.member_epoch == 0 or (
             req.rebalance_timeout_ms != -1 and req.owned is not None
             and (req.subscribed_topic_names is not None
                  or req.subscribed_topic_regex is not None))
         send = full or previous is None or previous.assigned != reconciled.assigned
-        return HeartbeatResult(reconciled.member_id, reconciled.member_epoch,
-                               self.config.consumer_heartbeat_interval_ms,
-                               reconciled.assigned if send else None, records)
+        change.result = HeartbeatResult(reconciled.member_id, reconciled.member_epoch,
+                                        self.config.consumer_heartbeat_interval_ms,
+                                        reconciled.assigned if send else None)
+        return change
 
-    def _joining_member(self, group: ConsumerGroup, req: HeartbeatRequest,
-                        records: Records) -> ConsumerMember:
+    def _joining_member(self, change: GroupChange, req: HeartbeatRequest) -> ConsumerMember:
+        group = change.group
         if req.instance_id is not None:
             existing_id = group.static_members.get(req.instance_id)
             if existing_id is not None:
@@ -289,21 +348,25 @@ class ConsumerProtocol:
                                      f"Static member {existing_id} with instance id "
                                      f"{req.instance_id} is still in the group")
                 # The instance is back: it takes over the old member's partitions.
-                self._cancel_timers(group, existing_id)
-                group.remove_member(existing_id)
+                self._forget_member(change, existing_id)
                 if existing_id != req.member_id:
-                    records += member_records(group.group_id, existing, None)
+                    change.records += member_records(group.group_id, existing, None)
                 return replace(existing, member_id=req.member_id, member_epoch=0,
                                state=MemberState.STABLE, pending_revocation={})
         if req.member_id in group.members:
             # The member lost its state (e.g. fenced and rejoining): start it afresh.
-            self._cancel_timers(group, req.member_id)
-            group.remove_member(req.member_id)
+            self._forget_member(change, req.member_id)
         if len(group.members) >= self.config.consumer_max_size:
             raise GroupError(ErrorCode.group_max_size_reached,
                              f"The consumer group has reached its maximum capacity of "
                              f"{self.config.consumer_max_size} members.")
         return ConsumerMember(req.member_id)
+
+    def _forget_member(self, change: GroupChange, member_id: str) -> ConsumerMember | None:
+        """Take a member out of the planned group; its timers stop once the change is
+        applied."""
+        change.after.append(lambda live: self._cancel_timers(live, member_id))
+        return change.group.remove_member(member_id)
 
     @staticmethod
     def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
@@ -339,11 +402,13 @@ class ConsumerProtocol:
             changes["server_assignor"] = req.server_assignor
         return replace(member, **changes)
 
-    def _leave(self, shard: GroupShard, req: HeartbeatRequest) -> HeartbeatResult:
-        group = shard.groups.get(req.group_id)
-        if not isinstance(group, ConsumerGroup):
+    def _plan_leave(self, shard: GroupShard, req: HeartbeatRequest) -> GroupChange:
+        live = shard.groups.get(req.group_id)
+        if not isinstance(live, ConsumerGroup):
             raise GroupError(ErrorCode.group_id_not_found,
                              f"Group {req.group_id} not found.")
+        change = GroupChange(live.copy())
+        group = change.group
         member = group.members.get(req.member_id)
         if member is None and req.instance_id is not None:
             static_id = group.static_members.get(req.instance_id)
@@ -351,29 +416,32 @@ class ConsumerProtocol:
         if member is None:
             raise GroupError(ErrorCode.unknown_member_id,
                              f"member {req.member_id} is not in group {req.group_id}")
+        member_id = member.member_id
         if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             # A static member leaving for a while keeps its partitions until its session
             # times out or the same instance joins again.
             left = replace(member, member_epoch=STATIC_LEAVE_EPOCH)
             group.put_member(left)
-            self.timer.cancel(("cg-rebalance", group.group_id, member.member_id))
+            change.after.append(
+                lambda live: self.timer.cancel(("cg-rebalance", live.group_id, member_id)))
             log.info("[GroupId %s] Static member %s left the group temporarily",
-                     group.group_id, member.member_id)
-            records = member_records(group.group_id, member, left)
+                     group.group_id, member_id)
+            change.records = member_records(group.group_id, member, left)
         else:
             log.info("[GroupId %s] Member %s left the consumer group", group.group_id,
-                     member.member_id)
-            records = self._remove(group, member.member_id)
-        return HeartbeatResult(req.member_id, req.member_epoch, 0, None, records)
+                     member_id)
+            self._remove(change, member_id)
+        change.result = HeartbeatResult(req.member_id, req.member_epoch, 0, None)
+        return change
 
-    def _remove(self, group: ConsumerGroup, member_id: str) -> Records:
-        """Remove a member: the group moves to a new epoch; returns the records saying so."""
-        self._cancel_timers(group, member_id)
-        member = group.remove_member(member_id)
+    def _remove(self, change: GroupChange, member_id: str) -> None:
+        """Plan a member's removal: its tombstones and the group's next epoch."""
+        group = change.group
+        member = self._forget_member(change, member_id)
         if member is None:
-            return []
+            return
         group.bump_epoch(self.timer.now_ms())
-        return [*member_records(group.group_id, member, None), group.epoch_record()]
+        change.records += [*member_records(group.group_id, member, None), group.epoch_record()]
 
     # --- timers --------------------------------------------------------------------------
     def _arm_timers(self, shard: GroupShard, group: ConsumerGroup,
@@ -396,8 +464,8 @@ class ConsumerProtocol:
         self.timer.cancel(("cg-session", group.group_id, member_id))
         self.timer.cancel(("cg-rebalance", group.group_id, member_id))
 
-    def _fence(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
-               reason: str) -> None:
+    def _fence(self, shard: GroupShard, group: ConsumerGroup, member_id: str, reason: str,
+               still: Callable[[ConsumerMember], bool] | None = None) -> None:
         key = (group.group_id, member_id)
         if (shard.groups.get(group.group_id) is not group or member_id not in group.members
                 or key in self.fencing):
@@ -405,54 +473,52 @@ class ConsumerProtocol:
         log.info("[GroupId %s] Member %s fenced from the group because of %s",
                  group.group_id, member_id, reason)
         self.fencing.add(key)
-        self.coordinator.spawn(self._write_fence(shard, group, member_id, reason))
+        self.coordinator.spawn(self._write_fence(shard, group, member_id, reason, still))
 
     async def _write_fence(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
-                           reason: str) -> None:
+                           reason: str, still: Callable[[ConsumerMember], bool] | None) -> None:
         """Write a fenced member's removal (its tombstones and the next group epoch), then
-        apply it; on failure the group is unchanged and the fence is retried."""
-        member = group.members[member_id]
-        epoch = group.group_epoch + 1
-        records: Records = [*member_records(group.group_id, member, None),
-                            (ConsumerGroupKey(group.group_id), ConsumerGroupValue(epoch))]
+        apply it; on failure the group is unchanged and the fence is retried. ``still`` says
+        whether the reason to fence holds once the group's lock is held."""
         try:
-            await self.coordinator.write(shard, records)
-        except GroupError as exc:
-            if shard.groups.get(group.group_id) is not group or exc.code == \
-                    ErrorCode.not_coordinator:
-                # The shard moved: the next coordinator loads the group from the log.
-                log.info("[GroupId %s] Fencing member %s abandoned: %s", group.group_id,
-                         member_id, exc)
-                return
-            log.warning("[GroupId %s] Could not write the removal of member %s (%s: %s); "
-                        "retrying in %d ms", group.group_id, member_id, exc.code.name, exc,
-                        FENCE_RETRY_MS)
-            self.timer.schedule(("cg-session", group.group_id, member_id), FENCE_RETRY_MS,
-                                lambda: self._fence(shard, group, member_id, reason))
-            return
+            async with self.coordinator.locks.hold(group.group_id):
+                member = group.members.get(member_id)
+                if (shard.groups.get(group.group_id) is not group or member is None
+                        or (still is not None and not still(member))):
+                    return  # replaced meanwhile (a static member's instance came back)
+                change = GroupChange(group.copy())
+                self._remove(change, member_id)
+                try:
+                    await self._write_and_apply(shard, change)
+                except GroupError as exc:
+                    self._fence_failed(shard, group, member_id, reason, still, exc)
         finally:
             self.fencing.discard((group.group_id, member_id))
-        if shard.groups.get(group.group_id) is not group or \
-                group.members.get(member_id) is not member:
-            return  # replaced meanwhile (a static member's instance came back)
-        self._cancel_timers(group, member_id)
-        group.remove_member(member_id)
-        if group.group_epoch < epoch:
-            group.group_epoch = epoch
-            group.state_timestamp = self.timer.now_ms()
-            group.epoch_dirty = False
-        else:
-            # Another change wrote this epoch meanwhile; the removal needs a newer one, which
-            # the next heartbeat writes (as after a load).
-            group.bump_epoch(self.timer.now_ms())
-            group.epoch_dirty = True
+
+    def _fence_failed(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
+                      reason: str, still: Callable[[ConsumerMember], bool] | None,
+                      exc: GroupError) -> None:
+        if not self.coordinator.serves(group):
+            # The shard moved: the next coordinator loads the group from the log.
+            log.info("[GroupId %s] Fencing member %s abandoned: %s", group.group_id,
+                     member_id, exc)
+            return
+        log.warning("[GroupId %s] Could not write the removal of member %s (%s: %s); "
+                    "retrying in %d ms", group.group_id, member_id, exc.code.name, exc,
+                    FENCE_RETRY_MS)
+        self.timer.schedule(("cg-session", group.group_id, member_id), FENCE_RETRY_MS,
+                            lambda: self._fence(shard, group, member_id, reason, still))
 
     def _revocation_expired(self, shard: GroupShard, group: ConsumerGroup, member_id: str,
                             epoch: int) -> None:
+        def still(member: ConsumerMember) -> bool:
+            return member.state == MemberState.UNREVOKED_PARTITIONS and \
+                member.member_epoch == epoch
+
         member = group.members.get(member_id)
-        if (member is not None and member.state == MemberState.UNREVOKED_PARTITIONS
-                and member.member_epoch == epoch):
-            self._fence(shard, group, member_id, "rebalance timeout (partitions not revoked)")
+        if member is not None and still(member):
+            self._fence(shard, group, member_id, "rebalance timeout (partitions not revoked)",
+                        still)
 
     # --- lifecycle -----------------------------------------------------------------------
     def start_loaded(self, shard: GroupShard, group: ConsumerGroup) -> None:

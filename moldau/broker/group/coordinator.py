@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ...protocol.errors import ErrorCode
 from ...protocol.records.codec import decode_batch
@@ -24,6 +24,7 @@ from .classic_protocol import ClassicProtocol
 from .config import GroupConfig
 from .consumer_ops import ConsumerProtocol
 from .errors import GroupError
+from .locks import GroupLocks
 from .offsets import OffsetManager
 from .offsets_log import OffsetsLog, OffsetsLogError, records_batch
 from .partitioning import OFFSETS_TOPIC, partition_for
@@ -34,6 +35,8 @@ from .wire import RecordFormatError
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+
 # How Kafka maps a failed append to __consumer_offsets to what the group client sees.
 _APPEND_ERRORS = {
     ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
@@ -42,15 +45,24 @@ _APPEND_ERRORS = {
     ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
     ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
     ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
+    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
+    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
+}
+# An offset commit too large for the log is the client's to fix (Kafka's storeOffsets).
+_COMMIT_ERRORS = {
     ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
     ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
 }
 
 
-def append_error(code: int) -> ErrorCode:
-    """The group-facing error for an append that failed with ``code``."""
+def append_error(code: int, *, commit: bool = False) -> ErrorCode:
+    """The group-facing error for an append that failed with ``code`` (``commit``: the
+    append held offset commits)."""
     error = ErrorCode(code)
+    if commit and error in _COMMIT_ERRORS:
+        return _COMMIT_ERRORS[error]
     return _APPEND_ERRORS.get(error, error)
 
 
@@ -71,6 +83,7 @@ class GroupCoordinator:
         self.consumer = ConsumerProtocol(self)
         self.offsets = OffsetManager(self)
         self.admin = GroupAdmin(self)
+        self.locks = GroupLocks()
         self.closed = False
 
     # --- placement ---------------------------------------------------------------------
@@ -98,6 +111,18 @@ class GroupCoordinator:
         raise GroupError(ErrorCode.not_coordinator,
                          f"this broker does not lead __consumer_offsets-{partition}")
 
+    def check_loaded(self, shard: GroupShard) -> None:
+        """Raise NOT_COORDINATOR if ``shard`` was unloaded (e.g. while a request waited)."""
+        if self.shards.get(shard.partition) is not shard:
+            raise GroupError(ErrorCode.not_coordinator,
+                             f"lost leadership of __consumer_offsets-{shard.partition}")
+
+    def serves(self, group: Group) -> bool:
+        """Whether this coordinator still serves ``group``: its shard is loaded and holds this
+        very group (a timer's write that failed is retried then, and abandoned otherwise)."""
+        shard = self.shards.get(self.partition_of(group.group_id))
+        return shard is not None and shard.groups.get(group.group_id) is group
+
     def groups(self) -> Iterable[tuple[GroupShard, Group]]:
         for shard in list(self.shards.values()):
             for group in list(shard.groups.values()):
@@ -113,25 +138,38 @@ class GroupCoordinator:
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self.tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator task failed", exc_info=task.exception())
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if isinstance(exc, GroupError):
+            log.debug("group change answered %s: %s", exc.code.name, exc)
+        elif exc is not None:
+            log.error("group coordinator task failed", exc_info=exc)
+
+    async def run(self, change: Coroutine[Any, Any, T]) -> T:
+        """Run a request's change (plan, write, apply) to its end even if the request goes
+        away meanwhile: a batch that reached the log must reach memory too. Its result or
+        GroupError is the request's."""
+        return await asyncio.shield(self.spawn(change))
 
     # --- writing -----------------------------------------------------------------------
-    async def write(self, shard: GroupShard, records: Sequence[tuple[Key, Value | None]]) -> int:
+    async def write(self, shard: GroupShard, records: Sequence[tuple[Key, Value | None]], *,
+                    commit: bool = False) -> int:
         """Append ``records`` to the shard's partition as one batch; returns its base offset.
 
-        Raises GroupError with the group-facing error when the append fails or the shard was
-        unloaded meanwhile."""
+        Every change to a group goes through here *before* it is applied to memory, so memory
+        never holds what the log does not (Kafka's CoordinatorRuntime writes, then the shard
+        replays). Raises GroupError with the group-facing error (chained to the append's) when
+        the append fails or the shard was unloaded meanwhile; ``commit`` selects the errors of
+        an offset commit."""
         encoded = [(encode_key(k), None if v is None else encode_value(v))  # type: ignore[arg-type]
                    for k, v in records]
         batch = records_batch(encoded, self.timer.now_ms())
         try:
             base = await self.log.append(shard.partition, batch)
         except OffsetsLogError as exc:
-            raise GroupError(append_error(exc.code), str(exc)) from exc
-        if self.shards.get(shard.partition) is not shard:
-            raise GroupError(ErrorCode.not_coordinator,
-                             f"lost leadership of __consumer_offsets-{shard.partition}")
+            raise GroupError(append_error(exc.code, commit=commit), str(exc)) from exc
+        self.check_loaded(shard)
         return base
 
     # --- loading -----------------------------------------------------------------------
@@ -236,12 +274,16 @@ class GroupCoordinator:
             del shard.groups[group.group_id]
 
     def remove_group(self, shard: GroupShard, group: Group) -> None:
-        """Forget a deleted group (its tombstones are written by the caller)."""
+        """Forget a group whose tombstones are written (DeleteGroups, expiry, a change of
+        protocol). Offsets committed while the tombstones were written outlive it in a simple
+        group, which is also what loading the log gives."""
         if shard.groups.get(group.group_id) is group:
             del shard.groups[group.group_id]
         self._shutdown_group(group, ErrorCode.coordinator_not_available)
         if isinstance(group, ClassicGroup):
             group.transition(ClassicState.DEAD, self.timer.now_ms())
+        if shard.offsets.has_offsets(group.group_id) and group.group_id not in shard.groups:
+            shard.groups[group.group_id] = ClassicGroup(group.group_id, self.timer.now_ms())
 
     # --- periodic expiry ---------------------------------------------------------------
     def start_expiry(self) -> None:

@@ -111,14 +111,13 @@ class OffsetManager:
 
     # --- commit ----------------------------------------------------------------------------
     def _validate_commit(self, shard: GroupShard, group_id: str, generation: int,
-                         member_id: str, instance_id: str | None, version: int) -> Group:
+                         member_id: str, instance_id: str | None, version: int) -> Group | None:
+        """The group the commit is for; None for the first commit of a simple group."""
         group = shard.groups.get(group_id)
         if group is None:
             if generation < 0:
                 # A "simple" group: offsets only, no membership (kcat, kafka-python assign()).
-                group = ClassicGroup(group_id, self.timer.now_ms())
-                shard.groups[group_id] = group
-                return group
+                return None
             if version >= 9:
                 raise GroupError(ErrorCode.group_id_not_found, f"group {group_id} not found")
             raise GroupError(ErrorCode.illegal_generation)
@@ -152,7 +151,21 @@ class OffsetManager:
     async def commit(self, shard: GroupShard, group_id: str, generation: int, member_id: str,
                      instance_id: str | None, offsets: list[OffsetToCommit], *,
                      version: int, retention_ms: int = -1) -> list[int]:
-        """Commit ``offsets``; returns one error code per entry (in order)."""
+        """Commit ``offsets``; returns one error code per entry (in order).
+
+        Written, then replayed; a simple group the commit creates exists from then on (as
+        loading the log would create it)."""
+        return await self.coordinator.run(self._commit(
+            shard, group_id, generation, member_id, instance_id, offsets, version=version,
+            retention_ms=retention_ms))
+
+    async def _commit(self, shard: GroupShard, group_id: str, generation: int, member_id: str,
+                      instance_id: str | None, offsets: list[OffsetToCommit], *,
+                      version: int, retention_ms: int) -> list[int]:
+        if self.coordinator.locks.busy(group_id):
+            # A change of the group is being written: commit against what it leaves behind.
+            await self.coordinator.locks.idle(group_id)
+            self.coordinator.check_loaded(shard)
         try:
             group = self._validate_commit(shard, group_id, generation, member_id, instance_id,
                                           version)
@@ -173,16 +186,15 @@ class OffsetManager:
                             OffsetValue(entry.offset, entry.metadata or "", now,
                                         entry.leader_epoch, expire)))
         if not records:
-            self.coordinator.maybe_forget_group(shard, group)
             return errors
         try:
-            base = await self.coordinator.write(shard, records)
+            base = await self.coordinator.write(shard, records, commit=True)
         except GroupError as exc:
-            # A simple group this commit created holds nothing the log knows of.
-            self.coordinator.maybe_forget_group(shard, group)
             return [exc.code if e == ErrorCode.none else e for e in errors]
         for i, (key, value) in enumerate(records):
             shard.offsets.replay(key, value, base + i)
+        if group is None and group_id not in shard.groups:
+            shard.groups[group_id] = ClassicGroup(group_id, self.timer.now_ms())
         return errors
 
     # --- fetch -----------------------------------------------------------------------------
@@ -217,7 +229,15 @@ class OffsetManager:
     # --- delete ----------------------------------------------------------------------------
     async def delete(self, shard: GroupShard, group_id: str,
                      topics: list[tuple[str, list[int]]]) -> tuple[int, list[list[int]]]:
-        """OffsetDelete: (group error, per-partition errors)."""
+        """OffsetDelete: (group error, per-partition errors). Checked against the group as a
+        change being written leaves it (a subscription may be on its way)."""
+        return await self.coordinator.run(self._delete(shard, group_id, topics))
+
+    async def _delete(self, shard: GroupShard, group_id: str,
+                      topics: list[tuple[str, list[int]]]) -> tuple[int, list[list[int]]]:
+        if self.coordinator.locks.busy(group_id):
+            await self.coordinator.locks.idle(group_id)
+            self.coordinator.check_loaded(shard)
         group = shard.groups.get(group_id)
         if group is None or (isinstance(group, ClassicGroup) and group.is_in(ClassicState.DEAD)):
             return ErrorCode.group_id_not_found, []
@@ -261,34 +281,39 @@ class OffsetManager:
         retention = self.config.offsets_retention_ms
         records: list[tuple[object, None]] = []
         emptied: list[Group] = []
-        for group_id in list(set(shard.groups) | set(shard.offsets.by_group)):
-            group = shard.groups.get(group_id)
-            committed = shard.offsets.of(group_id)
-            gone = expired_offsets(group, committed, now, retention)
-            for topic, partition in gone:
-                records.append((OffsetKey(group_id, topic, partition), None))
-            if group is not None and group.is_empty and len(gone) == len(committed) \
-                    and self.coordinator.is_idle(group):
-                emptied.append(group)
-        for group in emptied:
-            records.append((self._metadata_key(group), None))
-        if not records:
-            return 0
+        locks = self.coordinator.locks
         try:
-            base = await self.coordinator.write(shard, records)  # type: ignore[arg-type]
-        except GroupError as exc:
-            log.warning("offset expiry of __consumer_offsets-%d failed: %s",
-                        shard.partition, exc)
-            return 0
-        expired = 0
-        for i, (key, _) in enumerate(records):
-            if isinstance(key, OffsetKey):
-                shard.offsets.replay(key, None, base + i)
-                expired += 1
-        for group in emptied:
-            if shard.groups.get(group.group_id) is group and group.is_empty \
-                    and not shard.offsets.has_offsets(group.group_id):
+            for group_id in list(set(shard.groups) | set(shard.offsets.by_group)):
+                group = shard.groups.get(group_id)
+                committed = shard.offsets.of(group_id)
+                gone = expired_offsets(group, committed, now, retention)
+                for topic, partition in gone:
+                    records.append((OffsetKey(group_id, topic, partition), None))
+                # A group being changed is deleted by a later run; one deleted here is held
+                # until its tombstone is written and applied, so nothing joins it meanwhile.
+                if group is not None and group.is_empty and len(gone) == len(committed) \
+                        and self.coordinator.is_idle(group) and locks.try_hold(group_id):
+                    emptied.append(group)
+            for group in emptied:
+                records.append((self._metadata_key(group), None))
+            if not records:
+                return 0
+            try:
+                base = await self.coordinator.write(shard, records)  # type: ignore[arg-type]
+            except GroupError as exc:
+                log.warning("offset expiry of __consumer_offsets-%d failed: %s",
+                            shard.partition, exc)
+                return 0
+            expired = 0
+            for i, (key, _) in enumerate(records):
+                if isinstance(key, OffsetKey):
+                    shard.offsets.replay(key, None, base + i)
+                    expired += 1
+            for group in emptied:
                 self.coordinator.remove_group(shard, group)
+        finally:
+            for group in emptied:
+                locks.release(group.group_id)
         if expired:
             log.info("Removed %d expired offsets from __consumer_offsets-%d", expired,
                      shard.partition)

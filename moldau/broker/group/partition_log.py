@@ -37,6 +37,10 @@ class PartitionOffsetsLog:
         if outcome.error != ErrorCode.none:
             raise OffsetsLogError(outcome.error, outcome.message or "")
         next_offset = outcome.base_offset + read_header(batch, 0).record_count
+        # A failure from here on leaves the batch in the leader's log though the coordinator
+        # does not apply it. On one node that means leadership was lost (the shard is unloaded
+        # and whoever leads next loads the log); with followers, a timeout while still leader
+        # must keep the change, as Kafka keeps uncommitted records replayed.
         error = await self.replicas.wait_for_isr(OFFSETS_TOPIC, partition, next_offset,
                                                  COMMIT_TIMEOUT_MS)
         if error != ErrorCode.none:

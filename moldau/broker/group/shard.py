@@ -2,10 +2,11 @@
 
 A shard holds the groups whose id hashes to its partition and their committed offsets. Loading
 replays the partition's records in log order through :meth:`GroupShard.replay`; at run time
-offset commits take the same path (append, then replay), so the state after a restart equals
-the state before it. Classic groups also keep transient state (members parked in JoinGroup,
-timers) that no record holds; their GroupMetadata record is a snapshot written at the end of
-each rebalance, which is exactly what Kafka persists.
+every change is appended first and applied after (offsets through :meth:`OffsetStore.replay`,
+KIP-848 groups through :meth:`.consumer_group.ConsumerGroup.replay_written`), so the state
+after a restart equals the state before it. Classic groups also keep transient state (members
+parked in JoinGroup, timers) that no record holds; their GroupMetadata record is a snapshot
+written at the end of each rebalance, which is exactly what Kafka persists.
 """
 
 from __future__ import annotations

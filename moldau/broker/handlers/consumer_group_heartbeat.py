@@ -48,10 +48,8 @@ async def handle_consumer_group_heartbeat(ctx: RequestContext, request: Any) -> 
     try:
         coordinator = coordinator_of(ctx.broker)
         shard = coordinator.shard_of_group(req.group_id)
-        result = coordinator.consumer.heartbeat(shard, req, ctx.version)
-        if result.records:
-            # Answer only once the change is durable, as Kafka does.
-            await coordinator.write(shard, result.records)
+        # Answered once the change is written (a failed write answers its error).
+        result = await coordinator.consumer.heartbeat(shard, req, ctx.version)
     except GroupError as exc:
         return ctx.respond({"throttle_time": 0, "error_code": exc.code,
                             "error_message": exc.message, "member_id": None,

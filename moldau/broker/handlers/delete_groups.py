@@ -1,7 +1,9 @@
 """DeleteGroups (key 42), versions 0-2.
 
-Deletes empty groups with their committed offsets (tombstones in ``__consumer_offsets``).
-A group with members answers NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND.
+Deletes empty groups with their committed offsets (tombstones in ``__consumer_offsets``,
+written before the group is forgotten). A group with members answers NON_EMPTY_GROUP, an
+unknown one GROUP_ID_NOT_FOUND; a failed write keeps the group and answers Kafka's error for
+the append (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, UNKNOWN_SERVER_ERROR).
 """
 
 from __future__ import annotations

@@ -8,9 +8,10 @@ from collections.abc import Awaitable
 from dataclasses import replace
 from typing import Any
 
-from moldau.broker.group.classic import JoinResult, SyncResult
+from moldau.broker.group.classic import ClassicGroup, JoinResult, SyncResult
 from moldau.broker.group.classic_protocol import JoinRequest
 from moldau.broker.group.config import GroupConfig
+from moldau.broker.group.consumer_group import member_records
 from moldau.broker.group.coordinator import GroupCoordinator
 from moldau.broker.group.offsets_log import MemoryOffsetsLog
 from moldau.broker.group.partitioning import OFFSETS_TOPIC
@@ -102,6 +103,55 @@ class World:
         first = self.join(group, **kwargs)
         assert isinstance(first, JoinResult) and first.error == 79, first
         return first.member_id
+
+
+class GatedLog(MemoryOffsetsLog):
+    """A log whose appends wait (in order) while :attr:`gate` is closed: a write in flight.
+    With ``after_append`` the batch is in the log first and the wait is for the ISR (as
+    ``PartitionOffsetsLog`` waits for the high watermark)."""
+
+    def __init__(self, *, after_append: bool = False) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.waiting = 0
+        self.after_append = after_append
+
+    async def append(self, partition: int, batch: bytes) -> int:
+        base = await super().append(partition, batch) if self.after_append else 0
+        self.waiting += 1
+        try:
+            await self.gate.wait()
+        finally:
+            self.waiting -= 1
+        return base if self.after_append else await super().append(partition, batch)
+
+
+async def reloaded(world: World) -> World:
+    """What a restarted coordinator loads from the same log (on its own clock, so its timers
+    do not replace the running coordinator's)."""
+    return await World(world.config, log=world.log, image=world.image).start()
+
+
+def persisted(world: World, group_id: str) -> Any:
+    """What a group's records say about it, read from the coordinator's memory: equal for a
+    running coordinator and one loaded from the same log when memory follows the log.
+
+    Left out: what Kafka keeps in memory only (a classic rebalance in progress, timers, a
+    KIP-848 target assignment), state timestamps, and the epoch a KIP-848 group with members
+    starts when it is loaded (``epoch_dirty``: counted back to the written one)."""
+    shard = world.shard(group_id)
+    offsets = {tp: (c.offset, c.leader_epoch, c.metadata, c.commit_timestamp,
+                    c.expire_timestamp) for tp, c in shard.offsets.of(group_id).items()}
+    group = shard.groups.get(group_id)
+    if group is None:
+        return None, offsets
+    if isinstance(group, ClassicGroup):
+        return ("classic", group.state.value,
+                replace(group.to_record(), current_state_timestamp=0), offsets)
+    members = {m: member_records(group_id, None, member)
+               for m, member in sorted(group.members.items())}
+    return ("consumer", group.group_epoch - int(group.epoch_dirty), members, offsets)
 
 
 async def settle(rounds: int = 20) -> None:

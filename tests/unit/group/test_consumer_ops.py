@@ -25,7 +25,7 @@ class Member:
         self.epoch = 0
         self.owned: dict[Any, set[int]] = {}
 
-    def beat(self, *, full: bool = False, owned: bool = True) -> Any:
+    async def beat(self, *, full: bool = False, owned: bool = True) -> Any:
         joining = self.epoch == 0
         req = HeartbeatRequest(
             self.group, self.member_id, self.epoch, instance_id=self.instance,
@@ -36,9 +36,7 @@ class Member:
             client_id=self.member_id, client_host="/127.0.0.1")
         coordinator = self.world.coordinator
         shard = self.world.shard(self.group)
-        result = coordinator.consumer.heartbeat(shard, req, 1)
-        if result.records:  # the handler writes them before answering
-            coordinator.spawn(coordinator.write(shard, result.records))
+        result = await coordinator.consumer.heartbeat(shard, req, 1)
         self.epoch = result.member_epoch
         if result.assignment is not None:
             self.owned = {t: set(p) for t, p in result.assignment.items() if p}
@@ -54,10 +52,10 @@ def group_of(world: World, group_id: str) -> ConsumerGroup:
     return group
 
 
-def settle_members(members: list[Member], rounds: int = 6) -> None:
+async def settle_members(members: list[Member], rounds: int = 6) -> None:
     for _ in range(rounds):
         for m in members:
-            m.beat()
+            await m.beat()
 
 
 def test_three_members_share_six_partitions_without_double_ownership() -> None:
@@ -65,13 +63,13 @@ def test_three_members_share_six_partitions_without_double_ownership() -> None:
         world = await World().start()
         world.add_topic("t", 6)
         members = [Member(world, "g", f"m{i}", ["t"]) for i in range(3)]
-        first = members[0].beat()
+        first = await members[0].beat()
         assert first.member_epoch == 1 and members[0].partitions() == set(range(6))
         for m in members[1:]:
-            m.beat()
+            await m.beat()
         for _ in range(6):
             for m in members:
-                m.beat()
+                await m.beat()
                 owned = [p for x in members for p in x.partitions()]
                 assert len(owned) == len(set(owned)), "a partition had two owners"
         assert sorted(len(m.partitions()) for m in members) == [2, 2, 2]
@@ -86,19 +84,19 @@ def test_leave_and_session_timeout_move_partitions() -> None:
         world = await World().start()
         world.add_topic("t", 6)
         members = [Member(world, "g", f"m{i}", ["t"]) for i in range(3)]
-        settle_members(members)
+        await settle_members(members)
         members[2].epoch = -1
-        members[2].beat()
-        settle_members(members[:2])
+        await members[2].beat()
+        await settle_members(members[:2])
         assert sorted(len(m.partitions()) for m in members[:2]) == [3, 3]
         # m1 goes silent: after the session timeout m0 owns everything.
         await world.advance(SESSION - 1000)
-        members[0].beat()
+        await members[0].beat()
         await world.advance(2000)
-        settle_members(members[:1])
+        await settle_members(members[:1])
         assert members[0].partitions() == set(range(6))
         with pytest.raises(GroupError) as err:
-            members[1].beat()
+            await members[1].beat()
         assert err.value.code == E.unknown_member_id
     run(scenario())
 
@@ -108,10 +106,10 @@ def test_fenced_member_epoch() -> None:
         world = await World().start()
         world.add_topic("t", 2)
         m = Member(world, "g", "m", ["t"])
-        m.beat()
+        await m.beat()
         m.epoch += 5
         with pytest.raises(GroupError) as err:
-            m.beat()
+            await m.beat()
         assert err.value.code == E.fenced_member_epoch
     run(scenario())
 
@@ -121,11 +119,11 @@ def test_new_partitions_and_topics_reach_members() -> None:
         world = await World().start()
         world.add_topic("t", 2)
         a, b = Member(world, "g", "a", ["t", "later"]), Member(world, "g", "b", ["t", "later"])
-        settle_members([a, b])
+        await settle_members([a, b])
         epoch = group_of(world, "g").group_epoch
         world.add_partitions("t", 4)
         world.add_topic("later", 2)
-        settle_members([a, b])
+        await settle_members([a, b])
         assert group_of(world, "g").group_epoch == epoch + 1
         assert len(a.partitions() | b.partitions()) == 4  # partition numbers overlap topics
         assert sum(len(p) for m in (a, b) for p in m.owned.values()) == 6
@@ -139,10 +137,10 @@ def test_regex_subscription() -> None:
         world.add_topic("orders-us", 1)
         world.add_topic("payments", 1)
         m = Member(world, "g", "m", None, regex="orders-.*")
-        settle_members([m])
+        await settle_members([m])
         assert set(m.owned) == {world.topic_id("orders-eu"), world.topic_id("orders-us")}
         world.add_topic("orders-asia", 1)
-        settle_members([m])
+        await settle_members([m])
         assert world.topic_id("orders-asia") in m.owned
     run(scenario())
 
@@ -153,19 +151,19 @@ def test_static_member_leave_and_return_keeps_partitions() -> None:
         world.add_topic("t", 4)
         a = Member(world, "g", "a1", ["t"], instance="ia")
         b = Member(world, "g", "b1", ["t"], instance="ib")
-        settle_members([a, b])
+        await settle_members([a, b])
         kept = a.partitions()
         a.epoch = -2
-        assert a.beat().member_epoch == -2
-        settle_members([b])
+        assert (await a.beat()).member_epoch == -2
+        await settle_members([b])
         assert b.partitions().isdisjoint(kept)  # a's partitions are reserved
         # Another process with the same instance id while a is still in: refused.
         clash = Member(world, "g", "a-other", ["t"], instance="ib")
         with pytest.raises(GroupError) as err:
-            clash.beat()
+            await clash.beat()
         assert err.value.code == E.unreleased_instance_id
         back = Member(world, "g", "a2", ["t"], instance="ia")
-        back.beat()
+        await back.beat()
         assert back.partitions() == kept
     run(scenario())
 
@@ -175,25 +173,25 @@ def test_validation_errors() -> None:
         world = await World().start()
         consumer = world.coordinator.consumer
 
-        def beat(**kw: Any) -> int:
+        async def beat(**kw: Any) -> int:
             base = dict(group_id="g", member_id="m", member_epoch=0, rebalance_timeout_ms=1000,
                         subscribed_topic_names=["t"], owned={})
             base.update(kw)
             try:
-                consumer.heartbeat(world.shard("g"), HeartbeatRequest(**base), 1)
+                await consumer.heartbeat(world.shard("g"), HeartbeatRequest(**base), 1)
             except GroupError as exc:
                 return exc.code
             return 0
 
-        assert beat(group_id="") == E.invalid_request
-        assert beat(rebalance_timeout_ms=-1) == E.invalid_request
-        assert beat(owned=None) == E.invalid_request
-        assert beat(subscribed_topic_names=None) == E.invalid_request
-        assert beat(server_assignor="sticky") == E.unsupported_assignor
-        assert beat(subscribed_topic_regex="(", subscribed_topic_names=None) == \
+        assert await beat(group_id="") == E.invalid_request
+        assert await beat(rebalance_timeout_ms=-1) == E.invalid_request
+        assert await beat(owned=None) == E.invalid_request
+        assert await beat(subscribed_topic_names=None) == E.invalid_request
+        assert await beat(server_assignor="sticky") == E.unsupported_assignor
+        assert await beat(subscribed_topic_regex="(", subscribed_topic_names=None) == \
             E.invalid_regular_expression
-        assert beat(member_epoch=3, member_id="ghost") == E.unknown_member_id
-        assert beat(server_assignor="range") == 0
+        assert await beat(member_epoch=3, member_id="ghost") == E.unknown_member_id
+        assert await beat(server_assignor="range") == 0
     run(scenario())
 
 
@@ -202,7 +200,7 @@ def test_member_epoch_checks_on_offset_commit() -> None:
         world = await World().start()
         world.add_topic("t", 2)
         m = Member(world, "g", "m", ["t"])
-        settle_members([m])
+        await settle_members([m])
         offsets = world.coordinator.offsets
         items = [OffsetToCommit("t", 0, 5, -1, None)]
         shard = world.shard("g")
@@ -225,8 +223,7 @@ def test_members_and_assignments_survive_restart() -> None:
         world = await World(cfg(consumer_session_timeout_ms=10_000)).start()
         world.add_topic("t", 4)
         members = [Member(world, "g", f"m{i}", ["t"]) for i in range(2)]
-        settle_members(members)
-        await settle()  # the records are written in the background by this test's client
+        await settle_members(members)
         before = {m.member_id: m.partitions() for m in members}
         epoch = group_of(world, "g").group_epoch
         later = await world.restarted().start()
@@ -237,15 +234,15 @@ def test_members_and_assignments_survive_restart() -> None:
         # The members carry on: a new epoch, the same partitions.
         for m in members:
             m.world = later
-        settle_members(members)
+        await settle_members(members)
         assert {m.member_id: m.partitions() for m in members} == before
         assert all(m.epoch > epoch for m in members)
         assert group.state_name() == "Stable"
         # A member that does not come back is fenced after the session timeout.
         await later.advance(6000)
-        members[0].beat()
+        await members[0].beat()
         await later.advance(6000)
-        settle_members(members[:1])
+        await settle_members(members[:1])
         assert members[0].partitions() == {0, 1, 2, 3}
         await settle()
         # Its removal is durable too.
@@ -259,7 +256,7 @@ def test_describe() -> None:
         world = await World().start()
         world.add_topic("t", 3)
         members = [Member(world, "g", f"m{i}", ["t"]) for i in range(2)]
-        settle_members(members)
+        await settle_members(members)
         described = world.coordinator.consumer.describe(world.shard("g"), "g")
         assert described["group_state"] == "Stable"
         assert described["assignor_name"] == "uniform"
@@ -272,4 +269,18 @@ def test_describe() -> None:
                            "group_state": "Stable", "group_type": "consumer"}]
         # A classic JoinGroup on a non-empty consumer group is refused.
         assert world.join("g").error == E.inconsistent_group_protocol
+    run(scenario())
+
+
+def test_a_planning_copy_holds_the_whole_group_and_shares_no_map() -> None:
+    async def scenario() -> None:
+        world = await World().start()
+        world.add_topic("t", 3)
+        await settle_members([Member(world, "g", f"m{i}", ["t"]) for i in range(2)])
+        group = group_of(world, "g")
+        staged = group.copy()
+        assert vars(staged) == vars(group)
+        for name, value in vars(group).items():
+            if isinstance(value, dict):
+                assert getattr(staged, name) is not value, name
     run(scenario())

@@ -19,18 +19,12 @@ from moldau.broker.group.offsets_log import OffsetsLogError
 from moldau.broker.group.records import GroupKey
 from moldau.protocol.errors import ErrorCode as E
 
-from .helpers import World, cfg, run, settle
+from .helpers import World, cfg, reloaded, run, settle
 from .test_classic_protocol import group_of, stable_group
 from .test_consumer_ops import Member, settle_members
 from .test_consumer_ops import group_of as consumer_group
 
 SESSION = 10_000
-
-
-async def reloaded(world: World) -> World:
-    """What a restarted coordinator loads from the same log (on its own clock, so its timers
-    do not replace the running coordinator's)."""
-    return await World(world.config, log=world.log, image=world.image).start()
 
 
 def test_a_failed_append_keeps_its_cause() -> None:
@@ -51,7 +45,7 @@ def test_a_fenced_member_is_removed_only_once_its_removal_is_written(
         world = await World(cfg(consumer_session_timeout_ms=SESSION)).start()
         world.add_topic("t", 4)
         members = [Member(world, "g", f"m{i}", ["t"]) for i in range(2)]
-        settle_members(members)
+        await settle_members(members)
         await settle()
         group = consumer_group(world, "g")
         epoch = group.group_epoch
@@ -59,7 +53,7 @@ def test_a_fenced_member_is_removed_only_once_its_removal_is_written(
         world.log.fail_with = E.not_enough_replicas
         for _ in range(3):
             await world.advance(SESSION // 2)
-            members[0].beat()
+            await members[0].beat()
         assert "m1" in group.members and group.group_epoch == epoch, "memory ran ahead"
         assert "Could not write the removal of member m1" in caplog.text
         # The log says the same: a restart would bring back exactly this group.
@@ -70,7 +64,7 @@ def test_a_fenced_member_is_removed_only_once_its_removal_is_written(
         await world.advance(FENCE_RETRY_MS)
         assert set(group.members) == {"m0"} and group.group_epoch == epoch + 1
         assert not group.epoch_dirty
-        settle_members(members[:1])
+        await settle_members(members[:1])
         assert members[0].partitions() == {0, 1, 2, 3}
         await settle()
         again = await reloaded(world)
@@ -84,11 +78,11 @@ def test_a_member_being_fenced_is_refused() -> None:
         world = await World(cfg(consumer_session_timeout_ms=SESSION)).start()
         world.add_topic("t", 2)
         member = Member(world, "g", "m0", ["t"])
-        member.beat()
+        await member.beat()
         await settle()
         world.timer.advance(SESSION)  # the session timer fires; its write is still pending
         with pytest.raises(GroupError) as raised:
-            member.beat()
+            await member.beat()
         assert raised.value.code == E.unknown_member_id
         await settle()
         assert consumer_group(world, "g").members == {}
@@ -151,4 +145,26 @@ def test_a_simple_commit_that_was_not_written_leaves_no_group() -> None:
         errors = await world.coordinator.offsets.commit(shard, "simple", -1, "", None,
                                                         [too_big], version=8)
         assert errors == [E.offset_metadata_too_large] and "simple" not in shard.groups
+    run(scenario())
+
+
+def test_timer_writes_failing_on_a_storage_error_are_retried_while_still_coordinator() -> None:
+    """KAFKA_STORAGE_ERROR answers NOT_COORDINATOR, but the shard is still loaded: the fence and
+    the empty generation must be retried, not abandoned as if the partition had moved."""
+    async def scenario() -> None:
+        world = await World(cfg(consumer_session_timeout_ms=SESSION)).start()
+        world.add_topic("t", 2)
+        member = Member(world, "cg", "m0", ["t"])
+        await member.beat()
+        _generation, ids, _ = await stable_group(world, "g", 1, session=6000)
+        world.log.fail_with = E.kafka_storage_error
+        world.coordinator.classic.leave(world.shard("g"), "g", [(ids[0], None)])
+        await world.advance(SESSION)  # m0's session expires; its fence fails
+        world.log.fail_with = None
+        await world.advance(max(FENCE_RETRY_MS, EMPTY_RETRY_MS))
+        assert consumer_group(world, "cg").members == {}
+        assert group_of(world, "g").state == ClassicState.EMPTY
+        restarted = await reloaded(world)
+        assert consumer_group(restarted, "cg").members == {}
+        assert group_of(restarted, "g").state == ClassicState.EMPTY
     run(scenario())
