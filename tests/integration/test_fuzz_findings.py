@@ -13,6 +13,8 @@ Kafka answer and that the same connection still serves the next request in order
 - Metadata v10-11 naming a topic by id: INVALID_REQUEST, as Kafka answers;
 - error messages that quote a 32,767-character topic name (Produce v8, CreatePartitions v1):
   bounded, so the response fits;
+- a record whose timestamp (base + delta) passes 2^63 - 1: it wraps as in Kafka, so
+  ListOffsets can answer;
 - group ids, member ids, instance ids and protocol names longer than a ``__consumer_offsets``
   record can hold (flexible requests allow them): refused with a Kafka error instead of a
   failed record write (OffsetCommit, DeleteGroups, JoinGroup, ConsumerGroupHeartbeat), so
@@ -30,6 +32,7 @@ from typing import Any
 
 import pytest
 from broker_wire import Wire, create_topic, make_batch, produce, produce_body
+from record_shapes import batch, record
 
 from moldau.broker import dispatch
 from moldau.protocol.api_keys import ApiKey
@@ -219,6 +222,24 @@ def test_consumer_group_heartbeat_with_ids_no_record_holds_is_refused(
     described = wire.call(ApiKey.DESCRIBE_GROUPS, 4, {"groups": [f"kip848-{field}"],
                                                       "include_authorized_operations": False})
     assert described["groups"][0]["members"] == []
+
+
+def test_list_offsets_over_a_record_whose_timestamp_overflows_is_answered(wire: Wire) -> None:
+    """Base timestamp + delta past 2^63 - 1: Kafka's long addition wraps, and so does ours,
+    so ListOffsets can answer (the record's wrapped timestamp is negative: skipped)."""
+    create_topic(wire, "overflowing-timestamps")
+    base = (1 << 63) - 6
+    records = record(0, ts_delta=10) + record(1, ts_delta=0)
+    blob = batch(records, count=2, base_timestamp=base, max_timestamp=base)
+    assert produce(wire, "overflowing-timestamps", 0, blob)["error_code"] == E.none
+    for version in (3, 7):
+        response = wire.call(ApiKey.LIST_OFFSETS, version, {
+            "replica_id": -1, "isolation_level": 0, "topics": [{
+                "name": "overflowing-timestamps", "partitions": [{
+                    "partition_index": 0, "current_leader_epoch": -1, "timestamp": 0}]}]})
+        [entry] = response["topics"][0]["partitions"]
+        assert (entry["error_code"], entry["offset"], entry["timestamp"]) == (E.none, 1, base)
+    still_serves(wire)
 
 
 def test_after_all_of_the_above_a_produce_still_works(wire: Wire) -> None:
