@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ForeignProtocol, ProtocolError
 from ..protocol.framing import Frame, FrameDecoder
-from .dispatch import Disconnect, RawResponse, RequestContext, encode_result, frame_raw, parse_frame
+from .dispatch import Disconnect, RawResponse, RequestContext, encode_result, parse_frame
 from .handlers.api_versions import fallback_response
 
 if TYPE_CHECKING:
@@ -192,7 +192,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.close("internal error")
                 return
             if spec is None:
-                out.append(fallback_response(header))
+                chunks = self._encode(header, None, fallback=True)
+                if chunks is None:
+                    return
+                out += chunks
                 release(size)
                 continue
             ctx = RequestContext(header, self.listener, self.client_host, self.client_port,
@@ -206,11 +209,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if result is None:
                 release(size)
                 continue
-            if type(result) is RawResponse:
-                out += frame_raw(header, result.body)
-                release(size)
-                continue
-            if inspect.isawaitable(result):
+            if type(result) is not RawResponse and inspect.isawaitable(result):
                 if self.draining and (header.api_key in READ_ONLY_PARKED or self.impatient):
                     _abandon(result)  # nobody would read its answer
                     release(size)
@@ -221,7 +220,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.task_awaitable = result
                 self.task = asyncio.ensure_future(self._finish(header, result, size))
                 return
-            out += encode_result(header, result) or ()
+            chunks = self._encode(header, result)
+            if chunks is None:
+                return
+            out += chunks
             release(size)
         self._flush()
         if self.draining:
@@ -241,9 +243,28 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.task = self.task_awaitable = None
         if self.closed and not self.draining:
             return
-        self._write(encode_result(header, result))  # dropped unread when draining
+        chunks = self._encode(header, result)
+        if chunks is None:
+            return
+        self._write(chunks)  # dropped unread when draining
         self.account.release(size)
         self._process()
+
+    def _encode(self, header: Any, result: Any, *, fallback: bool = False) -> list[Any] | None:
+        """The response frame's chunks (``[]`` for no response); None when it cannot be
+        encoded: the connection is then closed. Skipping the answer instead would let the
+        next response take its place, and the client would match answers to the wrong
+        requests."""
+        try:
+            if fallback:
+                return [fallback_response(header)]
+            return encode_result(header, result) or []
+        except Exception:
+            log.exception("cannot encode the response to api %s v%s (correlation id %s) for "
+                          "%s:%s; closing the connection", header.api_key, header.api_version,
+                          header.correlation_id, self.client_host, self.client_port)
+            self.close("internal error")
+            return None
 
     def _cancel_task(self) -> None:
         """Give up the request in progress of a draining connection (it may not even have

@@ -9,6 +9,9 @@ become ErrorCode, timedelta (from milliseconds) or datetime where the schema say
 other iterables become tuples. ``build(Class, data, strict=True)`` treats a required,
 non-nullable field left out as a bug in the caller and raises ``TypeError`` naming it.
 
+Every field named ``error_message`` is bounded by :func:`~.errors.error_message` (messages
+quote names a client chose, and must still fit the response).
+
 ``to_ms`` does the reverse for request fields kio decodes as timedelta/datetime.
 """
 
@@ -23,6 +26,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from kio.schema.errors import ErrorCode
+
+from .errors import error_message
 
 _ZERO_UUID = uuid.UUID(int=0)
 _EPOCH = datetime.datetime.fromtimestamp(0, datetime.UTC)
@@ -83,6 +88,10 @@ def _uuid(value: Any, strict: bool) -> Any:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
+def _error_message(value: Any, strict: bool) -> Any:
+    return error_message(value)
+
+
 def _array(value: Any, strict: bool) -> Any:
     return value if type(value) is tuple else tuple(value)
 
@@ -125,6 +134,8 @@ def _plan(cls: type) -> tuple[_FieldPlan, ...]:
             convert = _entities(item) if dataclasses.is_dataclass(item) else _array
         elif isinstance(base, type) and dataclasses.is_dataclass(base):
             convert = _entity(base)
+        elif f.name == "error_message":
+            convert = _error_message
         else:
             convert = _BY_KAFKA_TYPE.get(kafka_type or "")
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING

@@ -9,7 +9,15 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 __all__ = ["ErrorCode", "ForeignProtocol", "FrameTooLarge", "InvalidRequest", "KafkaError",
-           "ProtocolError", "RecordDecodeError"]
+           "ProtocolError", "RecordDecodeError", "error_message"]
+
+# The longest error message a response carries, in characters (at most 4 bytes each in UTF-8,
+# well inside the 32,767 bytes of a non-flexible string). Messages quote what the client sent
+# (topic and group names of up to 32,767 bytes, more in flexible requests, config values),
+# so without a bound a response could be impossible to encode.
+MAX_ERROR_MESSAGE = 1000
+_KEEP_TAIL = 300  # the end of a message usually says how to fix the problem: keep it
+_CUT = " [... {} characters left out ...] "
 
 
 class ProtocolError(Exception):
@@ -49,3 +57,18 @@ class KafkaError(Exception):
         super().__init__(message or code.name)
         self.code = code
         self.message = message
+
+
+def error_message(text: str | None) -> str | None:
+    """``text`` as a response's error message: at most :data:`MAX_ERROR_MESSAGE` characters.
+
+    A longer message loses its middle (most often a name the client sent), marked with how
+    many characters were left out; its start and its end, which usually says what to change,
+    are kept.
+    """
+    if text is None or len(text) <= MAX_ERROR_MESSAGE:
+        return text
+    # Sized for the longest count, so the message never exceeds the bound.
+    head = MAX_ERROR_MESSAGE - _KEEP_TAIL - len(_CUT.format(len(text)))
+    cut = len(text) - head - _KEEP_TAIL
+    return f"{text[:head]}{_CUT.format(cut)}{text[-_KEEP_TAIL:]}"

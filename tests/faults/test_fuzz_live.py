@@ -10,7 +10,7 @@ the failure message says how to replay it. The long run (1,000,000 inputs) and w
 checks mean: docs/testing.md, "Fuzzing".
 
 Nothing is excluded by default. ``MOLDAU_FUZZ_EXCLUDE=all`` (or a comma list) leaves out the
-input classes of known defects, for a local run while their fixes are pending.
+input classes of defects found earlier (all fixed), to isolate a regression locally.
 """
 
 from __future__ import annotations

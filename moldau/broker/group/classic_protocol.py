@@ -38,6 +38,7 @@ from .classic import ClassicGroup, ClassicMember, ClassicState, JoinResult, Sync
 from .classic_rebalance import ClassicRebalance
 from .errors import GroupError
 from .records import GroupKey, GroupValue
+from .wire import MAX_CLASSIC_STRING, fits_classic
 
 if TYPE_CHECKING:
     from .coordinator import GroupCoordinator
@@ -66,6 +67,31 @@ class JoinRequest:
     client_host: str
     require_known_member_id: bool
     reason: str | None = None
+
+
+def new_member_id(prefix: str) -> str:
+    """Kafka's member id, ``<client id or instance id>-<random UUID>``, with the prefix cut
+    so the id fits the 32,767 bytes of a classic string: JoinGroup v0-5 and the group's
+    record carry it as one (a client id may itself be that long, and with Kafka's uncut id
+    the response could not be encoded)."""
+    suffix = f"-{uuid.uuid4()}"
+    room = MAX_CLASSIC_STRING - len(suffix)
+    if len(prefix) > room // 4 and not fits_classic(prefix + suffix):
+        prefix = prefix.encode("utf-8")[:room].decode("utf-8", "ignore")
+    return prefix + suffix
+
+
+def _unstorable(req: JoinRequest) -> str | None:
+    """What of a JoinGroup the group's record (classic strings) could not hold, if any;
+    only flexible versions (v6+) can send such strings."""
+    fields = [("group instance id", req.group_instance_id), ("protocol type", req.protocol_type)]
+    fields += [("protocol name", name) for name, _ in req.protocols]
+    for what, value in fields:
+        if value is not None and len(value) > MAX_CLASSIC_STRING // 4 \
+                and not fits_classic(value):
+            return (f"the {what} is {len(value.encode())} bytes long; a group's record holds "
+                    f"at most {MAX_CLASSIC_STRING}")
+    return None
 
 
 JoinAnswer = JoinResult | asyncio.Future[JoinResult]
@@ -124,6 +150,11 @@ class ClassicProtocol:
         if not (self.config.min_session_timeout_ms <= req.session_timeout_ms
                 <= self.config.max_session_timeout_ms):
             return JoinResult(error=ErrorCode.invalid_session_timeout, member_id=req.member_id)
+        unstorable = _unstorable(req)
+        if unstorable is not None:
+            log.info("JoinGroup of group %s refused with INVALID_REQUEST: %s", req.group_id,
+                     unstorable)
+            return JoinResult(error=ErrorCode.invalid_request, member_id=req.member_id)
         if self.coordinator.locks.busy(req.group_id):
             # A change of this group is being written: join the group it leaves behind.
             return self._join_after(self.coordinator.locks.idle(req.group_id), req)
@@ -186,7 +217,7 @@ class ClassicProtocol:
         names = [name for name, _ in req.protocols]
         if not group.supports_protocols(req.protocol_type, names):
             raise GroupError(ErrorCode.inconsistent_group_protocol)
-        new_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
+        new_id = new_member_id(req.group_instance_id or req.client_id)
         if req.group_instance_id is not None:
             old_id = group.static_member_id(req.group_instance_id)
             if old_id is not None:
@@ -201,6 +232,13 @@ class ClassicProtocol:
         return self._add_member_and_rebalance(group, new_id, req)
 
     def _join_known(self, group: ClassicGroup, req: JoinRequest) -> JoinAnswer:
+        # Checked for every known member, pending ones (KIP-394) included, as Kafka's
+        # classicGroupJoinExistingMember does: a member whose protocols no longer meet the
+        # group's would leave the rebalance without a protocol every member supports.
+        if not group.supports_protocols(req.protocol_type, [name for name, _ in req.protocols]):
+            raise GroupError(ErrorCode.inconsistent_group_protocol,
+                             f"member {req.member_id} supports none of the protocols of "
+                             f"group {group.group_id}")
         if req.member_id in group.pending_members:
             return self._add_member_and_rebalance(group, req.member_id, req)
         member = self._known_member(group, req.member_id, req.group_instance_id)

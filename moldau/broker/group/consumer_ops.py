@@ -52,6 +52,7 @@ from .consumer_group import (
 )
 from .errors import GroupError
 from .records import ConsumerGroupKey, GroupKey, Value, WritableKey
+from .wire import MAX_CLASSIC_STRING, fits_classic
 
 Records = list[tuple[WritableKey, Value | None]]
 
@@ -118,6 +119,14 @@ def validate_heartbeat(req: HeartbeatRequest, version: int, assignors: tuple[str
 
     if not req.group_id:
         raise invalid("GroupId can't be empty.")
+    # The member id is part of the member's record keys and, like the instance id, shown by
+    # DescribeGroups v0-4: both must fit a classic string (only a flexible request can
+    # carry longer ones; Kafka's write of the member's record would fail).
+    for what, value in (("MemberId", req.member_id), ("InstanceId", req.instance_id)):
+        if value is not None and len(value) > MAX_CLASSIC_STRING // 4 \
+                and not fits_classic(value):
+            raise invalid(f"{what} is {len(value.encode())} bytes long; at most "
+                          f"{MAX_CLASSIC_STRING} can be stored.")
     if req.instance_id is not None and not req.instance_id:
         raise invalid("InstanceId can't be empty.")
     if req.rack_id is not None and not req.rack_id:

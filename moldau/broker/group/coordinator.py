@@ -31,7 +31,7 @@ from .partitioning import OFFSETS_TOPIC, partition_for
 from .records import Key, Value, decode_key, decode_value, encode_key, encode_value
 from .shard import Group, GroupShard
 from .timer import Timer
-from .wire import RecordFormatError
+from .wire import MAX_CLASSIC_STRING, RecordFormatError, StringTooLong, fits_classic
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,14 @@ class GroupCoordinator:
         return partition_for(group_id, self.num_partitions)
 
     def shard_of_group(self, group_id: str) -> GroupShard:
-        """The loaded shard of ``group_id``; raises NOT_COORDINATOR or
-        COORDINATOR_LOAD_IN_PROGRESS."""
+        """The loaded shard of ``group_id``; raises INVALID_GROUP_ID for a group id no record
+        key can hold, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS."""
+        if len(group_id) > MAX_CLASSIC_STRING // 4 and not fits_classic(group_id):
+            # Possible in flexible requests; such a group could never be written (Kafka's
+            # write would fail later, with UNKNOWN_SERVER_ERROR): refuse it at the door.
+            raise GroupError(ErrorCode.invalid_group_id,
+                             f"group id of {len(group_id.encode())} bytes is longer than the "
+                             f"{MAX_CLASSIC_STRING} bytes a __consumer_offsets key holds")
         partition = self.partition_of(group_id)
         shard = self.shards.get(partition)
         if shard is not None:
@@ -162,8 +168,15 @@ class GroupCoordinator:
         replays). Raises GroupError with the group-facing error (chained to the append's) when
         the append fails or the shard was unloaded meanwhile; ``commit`` selects the errors of
         an offset commit."""
-        encoded = [(encode_key(k), None if v is None else encode_value(v))  # type: ignore[arg-type]
-                   for k, v in records]
+        try:
+            encoded = [(encode_key(k), None if v is None else encode_value(v))  # type: ignore[arg-type]
+                       for k, v in records]
+        except StringTooLong as exc:
+            # A member id, instance id or protocol name too long for its record (flexible
+            # requests allow them). Kafka's coordinator fails the write the same way and
+            # answers UNKNOWN_SERVER_ERROR.
+            log.warning("cannot write to __consumer_offsets-%d: %s", shard.partition, exc)
+            raise GroupError(ErrorCode.unknown_server_error, str(exc)) from exc
         batch = records_batch(encoded, self.timer.now_ms())
         try:
             base = await self.log.append(shard.partition, batch)

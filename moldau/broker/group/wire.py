@@ -19,8 +19,23 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
+# The longest string a classic (non-flexible) field holds: an int16 length. Every key of
+# ``__consumer_offsets`` is classic, so a group id, topic name or member id longer than this
+# (in UTF-8) cannot be stored, as in Kafka, whose generated writers refuse it too.
+MAX_CLASSIC_STRING = 32767
+
+
 class RecordFormatError(ValueError):
     """A key or value in ``__consumer_offsets`` that does not decode."""
+
+
+class StringTooLong(ValueError):
+    """A string too long for the classic field it must be written to."""
+
+
+def fits_classic(value: str) -> bool:
+    """Whether ``value`` fits a classic string field (see :data:`MAX_CLASSIC_STRING`)."""
+    return len(value.encode("utf-8")) <= MAX_CLASSIC_STRING
 
 
 class Writer:
@@ -65,6 +80,9 @@ class Writer:
             self._length(None, _I16)
             return self
         raw = value.encode("utf-8")
+        if not self.flexible and len(raw) > MAX_CLASSIC_STRING:
+            raise StringTooLong(f"a string of {len(raw)} bytes ({value[:40]!r}...) does not "
+                                f"fit a classic field (at most {MAX_CLASSIC_STRING} bytes)")
         self._length(len(raw), _I16)
         self.buf += raw
         return self

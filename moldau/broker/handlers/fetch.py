@@ -43,13 +43,17 @@ from ...protocol.errors import ErrorCode
 from ..dispatch import RawResponse, RequestContext, handler
 from ..replica_manager import FetchTarget, ReplicaManager
 
+# kio reads the all-zero topic id as None; Kafka looks it up like any other id (no topic has
+# it) and answers UNKNOWN_TOPIC_ID, echoing the zero id.
+_ZERO_UUID = uuid.UUID(int=0)
+
 
 def _targets(ctx: RequestContext, request: Any) -> list[tuple[str | uuid.UUID, list[FetchTarget]]]:
     manager = ctx.broker.replica_manager
     by_id = ctx.version >= 13
     plan = []
     for topic in request.topics:
-        key: str | uuid.UUID = topic.topic_id if by_id else topic.topic
+        key: str | uuid.UUID = (topic.topic_id or _ZERO_UUID) if by_id else topic.topic
         name = manager.topic_name(key) if by_id else key
         targets = [
             FetchTarget(name, p.partition, p.fetch_offset, p.partition_max_bytes,

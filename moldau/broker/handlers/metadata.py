@@ -10,7 +10,9 @@ A null topic list (or an empty one at v0) means all topics. Unknown topics are c
 already carries the new topic's partitions. A topic whose creation failed on this broker's
 storage (no disk space or file descriptor left) is answered LEADER_NOT_AVAILABLE, what Kafka
 answers while an auto-created topic is not ready: clients retry, and the broker's log says
-why. Topics can be asked for by id (v10+); ids are stable, stored in the metadata log.
+why. Topics can be asked for by id (v12+; v10-11 carry the field but cannot use it: a request
+naming a topic by id or without a name gets INVALID_REQUEST for every topic, as from Kafka);
+ids are stable, stored in the metadata log.
 
 Authorized operations are reported as "everything" when asked for (no ACLs yet).
 Left out: ACL checks, and the topic-level ``error_code`` 13 of v13's top level stays NONE.
@@ -84,6 +86,17 @@ def _error_entry(error: ErrorCode, name: str | None, topic_id: uuid.UUID | None)
             "topic_authorized_operations": _NOT_REQUESTED}
 
 
+def _refused(names: list[tuple[str | None, uuid.UUID | None]]) -> dict[str, Any]:
+    """Kafka's answer to a v10-11 request naming a topic by id (or by no name): those
+    versions cannot carry ids, so KafkaApis throws InvalidRequestException and
+    MetadataRequest.getErrorResponse answers INVALID_REQUEST for every topic asked for, a
+    null name as "" (the response's name is not nullable before v12), and no brokers."""
+    return {"throttle_time": 0, "brokers": [], "cluster_id": None, "controller_id": -1,
+            "topics": [_error_entry(ErrorCode.invalid_request, name or "", topic_id)
+                       for name, topic_id in names],
+            "cluster_authorized_operations": _NOT_REQUESTED, "error_code": ErrorCode.none}
+
+
 @handler(ApiKey.METADATA, 0, 13)
 def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
@@ -97,6 +110,9 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         ]
     else:
         names = [(t.name, getattr(t, "topic_id", None)) for t in requested]
+        if version < 12 and any(name is None or topic_id not in (None, _ZERO_UUID)
+                                for name, topic_id in names):
+            return ctx.respond(_refused(names))
     allow_create = broker.config["auto.create.topics.enable"] and (
         version < 4 or request.allow_auto_topic_creation
     )

@@ -1,4 +1,8 @@
-"""ProduceResponse encoder, versions 3-11 (byte-identical to kio's writer)."""
+"""ProduceResponse encoder, versions 3-11 (byte-identical to kio's writer).
+
+Error messages are bounded by :func:`~moldau.protocol.errors.error_message`, as the kio-built
+responses' are.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from ..errors import error_message
 from .primitives import EMPTY_TAGS, INT32, array_len, string
 
 _PARTITION_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
@@ -85,10 +90,10 @@ def encode_produce_response(
                 out.append(array_len(len(p.record_errors), flexible))
                 for batch_index, message in p.record_errors:
                     out.append(INT32.pack(batch_index))
-                    out.append(string(message, flexible))
+                    out.append(string(error_message(message), flexible))
                     if flexible:
                         out.append(EMPTY_TAGS)
-                out.append(string(p.error_message, flexible))
+                out.append(string(error_message(p.error_message), flexible))
             if flexible:
                 out.append(EMPTY_TAGS)
         if flexible:

@@ -156,6 +156,9 @@ def build_batch(
     )
 
 
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def decode_records(data: bytes, header: B.BatchHeader) -> list[Record]:
     """Decode the (already decompressed) records section of a batch."""
     records: list[Record] = []
@@ -200,7 +203,14 @@ def decode_records(data: bytes, header: B.BatchHeader) -> list[Record]:
             headers.append((hkey, hval))
         if pos != end:
             raise ValueError("record length does not match its fields")
-        ts = header.max_timestamp if log_append else base_ts + ts_delta
+        if log_append:
+            ts = header.max_timestamp
+        else:
+            ts = base_ts + ts_delta
+            if not _INT64_MIN <= ts <= _INT64_MAX:
+                # Kafka adds two Java longs here, which wraps: so do we, or a client-chosen
+                # delta makes a timestamp no response can carry.
+                ts = (ts - _INT64_MIN) % (1 << 64) + _INT64_MIN
         records.append(Record(base_offset + off_delta, ts, key, value, headers))
     return records
 

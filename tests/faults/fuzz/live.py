@@ -26,16 +26,20 @@ same log start / end offsets.
 
 Each failure prints the seed, the input number and the hex of the input, and is saved as JSON
 under ``--findings`` so ``--replay FILE`` sends it again to a fresh broker. ``--exclude-known``
-leaves out the input classes of known defects (issue 11's 1, 2, 5, 10, 11 and the fuzzer's own
-findings ``fetch-null-topic-id`` and ``join-protocol``) to run green before their fixes land;
-the default includes everything. How to run it and what it found: docs/testing.md, "Fuzzing".
+leaves out input classes of defects found earlier (issue 11's 1, 2, 5, 10, 11 and the fuzzer's
+own ``fetch-null-topic-id`` and ``join-protocol``; all fixed now): a way to run green while a
+fix is pending, or to isolate a regression. The default includes everything.
+
+The parts: :mod:`.inputs` (what is sent, and how the broker must react), :mod:`.ledger` (the
+oracle's verdict on acknowledged record sets, read back at the end), :mod:`.endchecks`,
+:mod:`.findings`, :mod:`.support` (in-flight state, the broker log reader). How to run it and
+what it found: docs/testing.md, "Fuzzing".
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import json
 import logging
 import os
 import random
@@ -51,19 +55,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from moldau.broker.dispatch import Disconnect, load_handlers, parse_frame
+from moldau.broker.dispatch import load_handlers
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.entities import to_dict
 from moldau.protocol.messages import decode_response
 from moldau.protocol.produce_request import ProduceRequestData
-from moldau.protocol.records.batch import iter_batches
 from moldau.testing.runner import BrokerProcess
-from tests.integration.broker_wire import Wire, create_topic, fetch_raw, list_offset
+from tests.integration.broker_wire import Wire, create_topic
 
 from . import checks
-from .batches import BatchMutator, check_batches
+from .batches import BatchMutator
 from .corpus import PLAYGROUND_TOPICS, read_corpus
-from .mutate import DESTROYS, WRITES, Pools, RequestMutator, encode, sanitize
+from .endchecks import final_checks
+from .findings import Findings
+from .inputs import KNOWN, Inputs, parse_known
+from .ledger import Ledger
+from .mutate import Pools, RequestMutator, encode
 from .replay import replay
 from .support import (
     HANDLER_FAILED,
@@ -73,21 +79,14 @@ from .support import (
     Finding,
     Pending,
     api_versions_v0,
-    ms,
-    names,
-    no_problems,
-    partitions_asked,
-    read_values,
+    cpu_seconds,
+    rss_kb,
     seed_batches,
     suppress,
 )
 
 log = logging.getLogger("fuzz")
 ROOT = Path(__file__).resolve().parents[3]
-# Defects of issue 11 the fuzzer finds today, and the classes of new findings (see
-# docs/testing.md, "Fuzzing"): ``--exclude-known`` leaves their inputs out.
-KNOWN: frozenset[int | str] = frozenset({1, 2, 5, 10, 11, "fetch-null-topic-id",
-                                         "join-protocol"})
 BROKER_SETTINGS: dict[str, Any] = {
     # Hostile sizes stay cheap: a frame may announce at most 1 MiB.
     "socket.request.max.bytes": 1 << 20,
@@ -103,7 +102,6 @@ BROKER_SETTINGS: dict[str, Any] = {
 }
 SLOW_LANES = 8
 SLOW_WINDOW = 2
-PARTITION_BUDGET = 400  # partitions fuzzed CreateTopics/CreatePartitions may add in one run
 
 
 @dataclass
@@ -127,7 +125,7 @@ class Fuzzer:
     def __init__(self, settings: Settings) -> None:
         self.s = settings
         self.rng = random.Random(settings.seed)
-        self.findings: dict[str, Finding] = {}
+        self.findings = Findings(settings.seed, settings.mode, settings.findings)
         self.sel = selectors.DefaultSelector()
         self.conns: list[Conn] = []
         self.slow_conns: list[Conn] = []
@@ -137,10 +135,7 @@ class Fuzzer:
         self.sent = 0  # inputs generated
         self.done = 0  # inputs answered or closed on
         self.max_rss = 0
-        self.partition_budget = PARTITION_BUDGET
-        self.ledger: dict[tuple[str, int], dict[int, bytes | None]] = {}
-        self.ledger_source: dict[tuple[str, int, int], int] = {}
-        self.current_input = -1
+        self.ledger = Ledger()
         self.recent: deque[tuple[int, bytes]] = deque(maxlen=64)
         self.held: list[tuple[float, str]] = []  # tracebacks waiting for their connection
         self.broker: BrokerProcess | None = None
@@ -173,6 +168,8 @@ class Fuzzer:
         self.refresh_topic_ids()
         self.mutator = RequestMutator(seeds, served, self.rng, self.pools, self.batches,
                                       exclude_known=self.s.exclude_known)
+        self.inputs = Inputs(self.s, self.rng, self.mutator, self.batches, self.pools,
+                             self.stats)
         return ref
 
     def refresh_topic_ids(self) -> None:
@@ -183,130 +180,6 @@ class Fuzzer:
                                                  "include_topic_authorized_operations": False})
         self.pools.topic_ids = {t["name"]: t["topic_id"] for t in md["topics"]
                                 if t["error_code"] == 0}
-
-    # --- inputs --------------------------------------------------------------------------
-    def make_input(self, n: int) -> tuple[bytes, int | None, str]:
-        mode = self.s.mode
-        if mode == "both":
-            mode = "batches" if n % 3 == 2 else "requests"
-        if mode == "batches":
-            return self.batch_input()
-        return self.mutator.next()
-
-    def batch_input(self) -> tuple[bytes, int | None, str]:
-        """A Produce request (a real client's, any served version) carrying one mutated
-        CRC-valid record set per partition."""
-        rng = self.rng
-        payload, size, note = self.mutator.next(api=ApiKey.PRODUCE) if rng.random() < 0.1 else (
-            None, None, "")
-        if payload is not None:
-            return payload, size, "batches/" + note
-        key = rng.choice([p for p in self.mutator.pairs if p[0] == ApiKey.PRODUCE])
-        header, entity, _frame = rng.choice(self.mutator.decoded[key])
-        topic = rng.choice(["fuzz-a", "fuzz-b", "fuzz-compact", "fuzz-compact", "fuzz-small",
-                            "fuzz-free-0"])
-        partitions = PLAYGROUND_TOPICS.get(topic, (1, {}))[0]
-        keyless = None if topic != "fuzz-compact" else rng.random() < 0.5
-        data = [{"index": rng.randrange(partitions),
-                 "records": self.batches.blob(
-                     invalid=0.8, keyless=keyless, compacted=topic == "fuzz-compact",
-                     crc_break_invalid=bool(self.s.exclude_known & {1, 11}))}
-                for _ in range(rng.choice([1, 1, 1, 2]))]
-        body = to_dict(entity)
-        body["acks"] = rng.choice([-1, -1, 1, 0])
-        body["topic_data"] = [{"name": topic, "partition_data": data}]
-        from moldau.protocol.entities import build
-
-        schema = type(entity)
-        try:
-            payload = encode(key[0], key[1], header.client_id, build(schema, body))
-        except Exception:
-            return self.mutator.next(api=ApiKey.PRODUCE)
-        return payload, None, f"batches/{key[0]}v{key[1]} {topic}"
-
-    def vet(self, payload: bytes) -> tuple[str, float, Any, str] | None:
-        try:
-            return self._vet(payload)
-        except Exception as exc:
-            if self.stats["vet-error"] < 3:
-                log.warning("vetting an input failed: %s: %s", type(exc).__name__, exc)
-            self.stats["vet-error"] += 1
-            return None
-
-    def _vet(self, payload: bytes) -> tuple[str, float, Any, str] | None:
-        """How the broker must react to ``payload`` (it runs the broker's own parser):
-        (expect, allowed wait, parsed request, api/version). None: do not send it (it would
-        touch the reference data, exceed the partition budget, or is excluded as known)."""
-        try:
-            header, spec, request = parse_frame(payload)
-        except Disconnect:
-            return "close", 0.0, None, ""
-        except Exception as exc:
-            return "parser-raised:" + type(exc).__name__, 0.0, None, ""
-        if spec is None:
-            return "fallback", 0.0, None, ""
-        api = header.api_key
-        if isinstance(request, ProduceRequestData):
-            if any(t in checks.REFERENCE_TOPICS for t, _ in request.topics):
-                self.stats["skip:reference"] += 1
-                return None
-            if self.s.exclude_known & {1, 11}:
-                for topic, parts in request.topics:
-                    for _p, blob in parts:
-                        checked = check_batches(blob, compacted=topic == "fuzz-compact")
-                        problem = checked.problem
-                        if problem and problem.startswith("header:"):
-                            continue  # refused by the CRC/header checks of today's broker
-                        if checked.odd_key or (problem and (
-                                ("keyless" in problem and 11 in self.s.exclude_known)
-                                or ("keyless" not in problem and 1 in self.s.exclude_known))):
-                            self.stats["skip:known-batch"] += 1
-                            return None
-            return ("none" if request.acks == 0 else "response"), 0.0, request, ""
-        named = names(request)
-        if api in WRITES | DESTROYS and named & set(checks.REFERENCE_TOPICS):
-            self.stats["skip:reference"] += 1
-            return None
-        if api in DESTROYS and named & set(PLAYGROUND_TOPICS):
-            self.stats["skip:playground"] += 1
-            return None
-        # Broker-wide settings (resource types 4, 8) would change what every topic does.
-        if (api in (ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
-                and not request.validate_only
-                and any(r.resource_type != 2 for r in request.resources)):
-            self.stats["skip:broker-config"] += 1
-            return None
-        if api == ApiKey.DELETE_TOPICS and any(
-                t.topic_id in set(self.pools.topic_ids.get(n) for n in
-                                  (*checks.REFERENCE_TOPICS, *PLAYGROUND_TOPICS))
-                for t in getattr(request, "topics", ()) or ()):
-            return None
-        if api in (ApiKey.CREATE_TOPICS, ApiKey.CREATE_PARTITIONS) and not request.validate_only:
-            wanted = partitions_asked(api, request)
-            if wanted > self.partition_budget:
-                self.stats["skip:partition-budget"] += 1
-                return None
-            self.partition_budget -= wanted
-        excluded = self.s.exclude_known
-        if ("fetch-null-topic-id" in excluded and api == ApiKey.FETCH
-                and any(t.topic_id is None for t in getattr(request, "topics", ())
-                        if hasattr(t, "topic_id"))):
-            self.stats["skip:known-fetch"] += 1
-            return None
-        if "join-protocol" in excluded and api == ApiKey.JOIN_GROUP and (
-                "range" not in {p.name for p in request.protocols}
-                or request.protocol_type != "consumer"):
-            self.stats["skip:known-join"] += 1
-            return None
-        if sanitize(api, request, self.s.exclude_known) != request:
-            self.stats["skip:unsanitized"] += 1
-            return None  # byte-level damage made a long wait or an excluded class: skip it
-        wait = 0.0
-        if api == ApiKey.FETCH and request.min_bytes > 0:
-            wait = max(0, ms(request.max_wait)) / 1000
-        elif api in (ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP):
-            wait = 10.0  # a rebalance waits for the other members up to their timeouts
-        return "response", wait, request, ""
 
     # --- the loop ------------------------------------------------------------------------
     def open_conn(self, lonely: bool = False, slow: bool = False) -> Conn:
@@ -377,8 +250,8 @@ class Fuzzer:
                 return None
             n = self.sent
             self.sent += 1
-            payload, size, note = self.make_input(n)
-            verdict = self.vet(payload)
+            payload, size, note = self.inputs.make(n)
+            verdict = self.inputs.vet(payload)
             if verdict is None:
                 self.stats["skipped"] += 1  # not sent, not counted: another input is made
                 self.sent -= 1
@@ -423,8 +296,8 @@ class Fuzzer:
               f"max RSS {self.max_rss // 1024} MiB; "
               f"{dict(sorted(self.stats.items(), key=lambda kv: -kv[1])[:14])}",
               flush=True)
-        self.final_checks(ref)
-        self.report()
+        final_checks(self, ref)
+        self.findings.report()
         return not self.failures()
 
     def loop(self) -> None:
@@ -433,8 +306,10 @@ class Fuzzer:
         while True:
             self.fill()
             busy = list(self.sel.get_map().values())
+            # Requests that get no answer (acks=0 produce) are settled by drain_trailing:
+            # waiting here for a later answer on their connection would wait forever.
             if self.sent >= s.inputs and not self.requeue and not self.backlog and all(
-                    not k.data.pending for k in busy):
+                    p.expect == "none" for k in busy for p in k.data.pending):
                 break
             for key, events in self.sel.select(timeout=0.2):
                 conn = key.data
@@ -467,6 +342,7 @@ class Fuzzer:
                 payload = encode(ApiKey.API_VERSIONS, 0, "fuzz-sentinel", api_versions_v0())
                 self.queue(conn, Pending(-1, SIZE.pack(len(payload)) + payload,
                                          ApiKey.API_VERSIONS, 0, 0, "response", 0.0))
+                conn.head_since = time.monotonic()  # the sentinel's wait starts now
         deadline = time.monotonic() + self.s.timeout
         while any(c.pending for c in [*self.conns, *self.slow_conns]) and \
                 time.monotonic() < deadline:
@@ -572,8 +448,7 @@ class Fuzzer:
     def learn(self, item: Pending, response: Any) -> None:
         api = item.api_key
         if api == ApiKey.PRODUCE and item.produce:
-            self.current_input = item.n
-            self.check_produce(item, response)
+            self.ledger.judge(item, response, self.finding)
         elif api in (ApiKey.JOIN_GROUP, ApiKey.CONSUMER_GROUP_HEARTBEAT) and getattr(
                 response, "member_id", None):
             self._remember_member(response.member_id)
@@ -586,76 +461,15 @@ class Fuzzer:
             ids.append(member_id)
             del ids[:-20]
 
-    def check_produce(self, item: Pending, response: Any) -> None:
-        """Every record set the broker acknowledged must be valid (the oracle); valid ones of
-        the playground topics go into the ledger. A partition named twice in one request is
-        only judged when every one of its entries was acknowledged."""
-        sent: dict[tuple[str, int], list[bytes | None]] = {}
-        for topic, partition, blob in item.produce or ():
-            sent.setdefault((topic, partition), []).append(blob)
-        acked: dict[tuple[str, int], list[tuple[int, int]]] = {}
-        for topic_resp in response.responses:
-            for part in topic_resp.partition_responses:
-                acked.setdefault((topic_resp.name, part.index), []).append(
-                    (int(part.error_code), part.base_offset))
-        for key, blobs in sent.items():
-            answers = acked.get(key, [])
-            if len(answers) != len(blobs) or any(code != 0 for code, _o in answers):
-                continue
-            topic, partition = key
-            for blob in blobs:
-                checked = check_batches(blob, compacted=topic == "fuzz-compact")
-                if checked.problem is not None:
-                    known = "defect 11" if "keyless" in checked.problem else "defect 1"
-                    kind = re.sub(r"-?\d+", "N", checked.problem)[:50]
-                    self.finding("stored-invalid", f"acknowledged an invalid record set "
-                                 f"({kind})", f"{topic}-{partition} at offset "
-                                 f"{answers[0][1]}: {checked.problem}",
-                                 [(item.n, item.payload)], known=known)
-                    break
-                if (len(blobs) == 1 and topic in PLAYGROUND_TOPICS
-                        and all(h.producer_id < 0 for h, _r in checked.batches)):
-                    # (an idempotent batch may rightly be answered as a duplicate of an
-                    # earlier one, with that one's offset)
-                    self.ledger_add(topic, partition, answers[0][1], checked)
-
-    def ledger_add(self, topic: str, partition: int, base: int, checked: Any) -> None:
-        part = self.ledger.setdefault((topic, partition), {})
-        offset = base
-        for header, records in checked.batches:
-            if [d for d, _k, _v in records] != list(range(len(records))):
-                return  # deltas out of order: offsets are the client's guess, not checked
-            for delta, _key, value in records:
-                part[offset + delta] = value
-                self.ledger_source[(topic, partition, offset + delta)] = self.current_input
-            offset += header.record_count
-        if len(part) > 20_000:  # keep the newest: retention removes the oldest anyway
-            for old in sorted(part)[: len(part) - 20_000]:
-                del part[old]
-
     # --- watching the broker -------------------------------------------------------------
     def rss_kb(self) -> int:
-        if self.broker is None or self.broker.proc is None:
-            return 0
-        try:
-            with open(f"/proc/{self.broker.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1])
-        except OSError:
-            return 0
-        return 0
+        proc = self.broker.proc if self.broker is not None else None
+        return rss_kb(proc.pid) if proc is not None else 0
 
     def broker_cpu(self) -> float:
         """CPU seconds the broker process used so far."""
-        if self.broker is None or self.broker.proc is None:
-            return 0.0
-        try:
-            with open(f"/proc/{self.broker.proc.pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-        except (OSError, IndexError, ValueError):
-            return 0.0
+        proc = self.broker.proc if self.broker is not None else None
+        return cpu_seconds(proc.pid) if proc is not None else 0.0
 
     def sample(self, now: float) -> None:
         rss = self.rss_kb()
@@ -716,125 +530,10 @@ class Fuzzer:
     # --- findings ------------------------------------------------------------------------
     def finding(self, kind: str, signature: str, detail: str,
                 inputs: list[tuple[int, bytes]], known: str = "") -> None:
-        existing = self.findings.get(signature)
-        if existing is not None:
-            existing.count += 1
-            return
-        f = Finding(kind, signature, detail, inputs, known)
-        self.findings[signature] = f
-        first = inputs[0] if inputs else (-1, b"")
-        path = self.save(f)
-        print(f"[fuzz] FINDING ({kind}{', ' + known if known else ''}): {signature}\n"
-              f"  seed {self.s.seed}, input {first[0]}: {first[1][:256].hex()}"
-              f"{'...' if len(first[1]) > 256 else ''}\n  {detail.splitlines()[-1][:300]}\n"
-              f"  saved to {path}; replay: .venv/bin/python -m tests.faults.fuzz.live "
-              f"--replay {path}", flush=True)
-
-    def save(self, f: Finding) -> Path:
-        self.s.findings.mkdir(parents=True, exist_ok=True)
-        n = f.inputs[0][0] if f.inputs else -1
-        slug = re.sub(r"[^a-z0-9]+", "-", f.signature.lower())[:40].strip("-")
-        path = self.s.findings / f"{self.s.seed}-{n}-{f.kind}-{slug}.json"
-        path.write_text(json.dumps({
-            "seed": self.s.seed, "input": n, "kind": f.kind, "signature": f.signature,
-            "known": f.known, "detail": f.detail, "mode": self.s.mode,
-            "frames": [{"input": i, "hex": data.hex()} for i, data in f.inputs]}, indent=1))
-        return path
+        self.findings.add(kind, signature, detail, inputs, known)
 
     def failures(self) -> list[Finding]:
-        return list(self.findings.values())
-
-    def report(self) -> None:
-        if not self.findings:
-            print(f"[fuzz] seed {self.s.seed}: no findings", flush=True)
-            return
-        print(f"[fuzz] seed {self.s.seed}: {len(self.findings)} distinct findings:", flush=True)
-        for f in self.findings.values():
-            first = f.inputs[0][0] if f.inputs else -1
-            print(f"  - [{f.kind}{', ' + f.known if f.known else ''}] x{f.count} "
-                  f"{f.signature} (input {first})", flush=True)
-
-    # --- at the end ----------------------------------------------------------------------
-    def final_checks(self, ref: checks.Reference) -> None:
-        broker = self.broker
-        assert broker is not None
-        if broker.proc is None or broker.proc.poll() is not None:
-            return
-        port = broker.port()
-        self.check("ledger", lambda: self.verify_ledger(port))
-        for client in ("confluent-kafka", "kafka-python"):
-            self.check(f"reference/{client}", lambda c=client: checks.read_reference(port, ref, c))
-            self.check(f"consume-all/{client}", lambda c=client: no_problems(
-                checks.consume_everything(port, c)))
-        self.scan_log(None, final=True)
-        if not self.s.restart:
-            return
-        before = checks.offsets_snapshot(port)
-        for how in ("clean restart", "kill -9 restart"):
-            if how.startswith("clean"):
-                code = broker.stop(60)
-                if code != 0:
-                    self.finding("restart", f"broker exited {code} on SIGTERM",
-                                 broker.log_text()[-2000:], [])
-            else:
-                broker.kill()
-            try:
-                broker.start(timeout=120)
-            except Exception as exc:
-                self.finding("restart", f"broker did not start after {how}",
-                             f"{exc}\n{broker.log_text()[-3000:]}", [])
-                return
-            port = broker.port()
-            self.log = BrokerLog(broker.log_path)
-            self.check(f"{how}/reference",
-                       lambda p=port: checks.read_reference(p, ref, "confluent-kafka"))
-            self.check(f"{how}/ledger", lambda p=port: self.verify_ledger(p))
-            after = checks.offsets_snapshot(port)
-            changed = {tp: (before.get(tp), span) for tp, span in after.items()
-                       if before.get(tp) != span}
-            lost = sorted(set(before) - set(after))
-            if changed or lost:
-                self.finding("restart", f"offsets differ after {how}",
-                             f"(log start, log end) before -> after: "
-                             f"{dict(list(changed.items())[:10])}; partitions gone: {lost[:10]}",
-                             [], known="defect 5?")
-        broker.stop(60)
-
-    def check(self, name: str, fn: Any) -> None:
-        try:
-            fn()
-        except Exception as exc:
-            self.finding("end-check", f"{name} failed", f"{type(exc).__name__}: {exc}", [])
-        else:
-            print(f"[fuzz] end check {name}: ok", flush=True)
-
-    def verify_ledger(self, port: int) -> None:
-        """Every acknowledged record of a valid record set that is still above its partition's
-        log start is served with its value. Batches that do not decode (stored by a defect the
-        other checks report) are stepped over, not counted here."""
-        n = 0
-        with Wire(port, client_id="fuzz-ledger") as wire:
-            for (topic, partition), expected in sorted(self.ledger.items()):
-                if not expected:
-                    continue
-                got = read_values(wire, topic, partition, min(expected), max(expected) + 1)
-                start = list_offset(wire, topic, partition, -2)
-                for offset, value in expected.items():
-                    if offset < start:
-                        continue  # removed by retention or DeleteRecords
-                    assert offset in got, (
-                        f"{topic}-{partition}: acknowledged offset {offset} is missing "
-                        f"(log start {start})")
-                    if got[offset] != value:
-                        entry = fetch_raw(wire, topic, partition, offset, max_bytes=1 << 14)
-                        heads = [tuple(h)[:13] for _p, h in iter_batches(entry["records"] or b"")]
-                        raise AssertionError(
-                            f"{topic}-{partition}: offset {offset} holds {got[offset]!r:.60}, "
-                            f"acknowledged {value!r:.60}; batches there: {heads[:3]}; "
-                            f"acknowledged by input "
-                            f"{self.ledger_source.get((topic, partition, offset))}")
-                    n += 1
-        print(f"[fuzz] ledger: {n} acknowledged records read back", flush=True)
+        return self.findings.all()
 
     def close(self) -> None:
         for key in list(self.sel.get_map().values()):
@@ -847,19 +546,6 @@ class Fuzzer:
 
 
 # --- command line ----------------------------------------------------------------------------
-
-
-def parse_known(text: str) -> frozenset[int | str]:
-    if text in ("", "none"):
-        return frozenset()
-    if text == "all":
-        return KNOWN
-    out = frozenset(int(x) if x.isdigit() else x for x in text.split(","))
-    unknown = out - KNOWN
-    if unknown:
-        raise SystemExit(f"--exclude-known: unknown classes {sorted(map(str, unknown))}; "
-                         f"known: {sorted(map(str, KNOWN))}")
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -875,7 +561,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds a request may go unanswered on an open connection")
     parser.add_argument("--rss-bound-mb", type=int, default=400)
     parser.add_argument("--exclude-known", default="none",
-                        help="defects of issue 11 whose inputs to leave out: 'all' "
+                        help="input classes of earlier (fixed) defects to leave out: 'all' "
                              f"({','.join(sorted(map(str, KNOWN)))}) or a comma list")
     parser.add_argument("--findings", type=Path, default=ROOT / "fuzz-findings")
     parser.add_argument("--no-restart", action="store_true")

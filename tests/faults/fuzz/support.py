@@ -3,6 +3,7 @@ helpers that read requests, seeds and partitions."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import struct
@@ -24,7 +25,9 @@ from .batches import check_batches
 
 _TRACEBACK = "Traceback (most recent call last):"
 _LOG_RECORD = re.compile(r"^\[\d{4}-\d\d-\d\d ")
-HANDLER_FAILED = re.compile(r"handler for api (-?\d+) v(-?\d+) failed")
+# A handler raised, or its response could not be encoded: both name the api and version.
+HANDLER_FAILED = re.compile(r"(?:handler for|cannot encode the response to) api (-?\d+) "
+                            r"v(-?\d+)\b")
 SIZE = struct.Struct(">i")
 
 
@@ -101,6 +104,28 @@ class BrokerLog:
                 i += 1
         return out
 
+
+
+def rss_kb(pid: int) -> int:
+    """A process's resident memory (VmRSS) in KiB; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return 0
+    return 0
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) a process used so far; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
 
 
 @contextmanager
