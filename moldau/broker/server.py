@@ -26,6 +26,7 @@ from .metadata.records import BrokerEndpoint
 if TYPE_CHECKING:
     from ..storage.manager import LogManager
     from .connection import KafkaConnection
+    from .group.coordinator import GroupCoordinator
     from .metadata.log import MetadataLog
     from .replica_manager import ReplicaManager
 
@@ -58,7 +59,7 @@ class Broker:
         self._memory_waits = 0  # connections that waited for request memory, since the log
         self._memory_logged = -REFUSAL_LOG_INTERVAL_S
         self.bound: list[BoundListener] = []
-        self.components: dict[str, Any] = {}
+        self.group_coordinator: GroupCoordinator | None = None
         self.controller: Controller
         self.replica_manager: ReplicaManager
         self.log_manager: LogManager

@@ -25,28 +25,27 @@ from .partitioning import OFFSETS_TOPIC, partition_for
 from .timer import LoopTimer
 
 if TYPE_CHECKING:
+    from ..context import BrokerContext
     from ..server import Broker
 
 log = logging.getLogger(__name__)
 
-COMPONENT = "group_coordinator"
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def coordinator_of(broker: Broker) -> GroupCoordinator:
+def coordinator_of(broker: BrokerContext) -> GroupCoordinator:
     """The broker's coordinator; raises COORDINATOR_NOT_AVAILABLE before it is started."""
-    coordinator = broker.components.get(COMPONENT)
+    coordinator = broker.group_coordinator
     if coordinator is None:
         raise GroupError(ErrorCode.coordinator_not_available,
                          "the group coordinator is not running on this broker")
-    return coordinator  # type: ignore[no-any-return]
+    return coordinator
 
 
 def offsets_log_for(broker: Broker) -> OffsetsLog:
     """The partition layer's ``__consumer_offsets`` when the broker has one, else memory."""
-    replicas = getattr(broker, "replica_manager", None) or broker.components.get(
-        "replica_manager")
+    replicas = getattr(broker, "replica_manager", None)
     if replicas is not None:
         from .partition_log import PartitionOffsetsLog
 
@@ -60,7 +59,7 @@ async def start_group_coordinator(broker: Broker) -> GroupCoordinator:
     config = GroupConfig.from_config(broker.config)
     coordinator = GroupCoordinator(config, offsets_log_for(broker), LoopTimer(broker.time_ms),
                                    node_id=broker.node_id, image=lambda: broker.image)
-    broker.components[COMPONENT] = coordinator
+    broker.group_coordinator = coordinator
     broker.controller.listeners.append(lambda image, records: coordinator.sync_leadership())
     coordinator.sync_leadership()
     coordinator.start_expiry()
