@@ -22,7 +22,7 @@ from typing import Protocol
 from ..protocol.errors import ErrorCode
 from .config.loader import BrokerConfig
 from .group.coordinator import GroupCoordinator
-from .metadata.controller import Controller
+from .metadata.channel import ControllerChannel
 from .metadata.image import MetadataImage
 from .replica_manager import ReplicaManager
 
@@ -52,12 +52,14 @@ class BrokerContext(Protocol):
 
     @property
     def controller_id(self) -> int:
-        """The id of the active controller (what Metadata and DescribeCluster report)."""
+        """The id of the active controller as the image says (what Metadata and
+        DescribeCluster report; -1 while none is known)."""
         ...
 
     @property
-    def controller(self) -> Controller:
-        """Where metadata changes (topics, partitions, configs, producer ids) are asked for."""
+    def controller(self) -> ControllerChannel:
+        """Where metadata changes (topics, partitions, configs, producer ids) are asked for:
+        the active controller, in this process or forwarded to it."""
         ...
 
     @property
@@ -74,11 +76,11 @@ class BrokerContext(Protocol):
         """The clock: milliseconds since the epoch."""
         ...
 
-    def next_producer_id(self) -> int:
-        """A producer id never issued before."""
+    async def next_producer_id(self) -> int:
+        """A producer id never issued before (KafkaError when no block can be allocated)."""
         ...
 
-    def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
+    async def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
         """Create topics a client asked for (``auto.create.topics.enable``); the error of each
         topic that could not be created."""
         ...

@@ -8,24 +8,28 @@ restarts and, with several brokers, across brokers.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
-from .metadata.controller import Controller
+from .metadata.channel import ControllerChannel
 
 
 class ProducerIdManager:
     """Issues the producer ids of one broker (``node_id``)."""
 
-    def __init__(self, node_id: int, controller: Controller) -> None:
+    def __init__(self, node_id: int, controller: ControllerChannel) -> None:
         self.node_id = node_id
         self.controller = controller
         self._block: Iterator[int] = iter(())
+        self._refill = asyncio.Lock()  # one block asked for at a time
 
-    def next_id(self) -> int:
+    async def next_id(self) -> int:
         """A producer id never issued before. Raises KafkaError when a new block is needed
-        and the controller cannot write it."""
+        and the controller cannot allocate it."""
         for producer_id in self._block:
             return producer_id
-        block = self.controller.allocate_producer_ids(self.node_id)
-        self._block = iter(block)
-        return next(self._block)
+        async with self._refill:
+            for producer_id in self._block:  # another caller refilled it meanwhile
+                return producer_id
+            self._block = iter(await self.controller.allocate_producer_ids(self.node_id))
+            return next(self._block)

@@ -93,7 +93,7 @@ class Broker:
         self.services = await open_node(self.config, time_ms=self.time_ms)
         self.spawn(housekeeping(self.services))
         await self._bind_listeners()
-        self._register()
+        await self._register()
         for bound in self.bound:
             await bound.server.start_serving()
         self.spawn(self._expire_idle_connections())
@@ -136,9 +136,9 @@ class Broker:
             result.append(BrokerEndpoint(e.name, e.host, port, e.protocol))
         return result
 
-    def _register(self) -> None:
-        self.context.controller.register_broker(self.node_id, self.advertised_endpoints(),
-                                        self.config["broker.rack"])
+    async def _register(self) -> None:
+        await self.context.controller.register_broker(
+            self.node_id, self.advertised_endpoints(), self.config["broker.rack"])
 
     def bound_port(self, listener: str | None = None) -> int:
         for b in self.bound:

@@ -5,6 +5,11 @@ partitions, groups, producer ids) and is the :class:`~.context.BrokerContext` re
 see. It is frozen: the components are chosen once, when the node opens, and never swapped
 behind a handler's back. The server (:class:`~.server.Broker`) adds sockets and connections
 around it.
+
+A single node runs the active controller itself: ``controller`` is the local
+:class:`~.metadata.controller.Controller` (handlers see it only as a
+:class:`~.metadata.channel.ControllerChannel`), and the controller id the image reports is
+this node's, replayed when the node opens its metadata log.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from ..protocol.errors import ErrorCode
 from ..storage.manager import LoadStats, LogManager
 from .config.loader import BrokerConfig
 from .group.coordinator import GroupCoordinator
-from .metadata.controller import Controller, TopicSpec
+from .metadata.channel import ControllerChannel, TopicSpec
+from .metadata.controller import Controller
 from .metadata.image import MetadataImage
 from .metadata.log import MetadataLog
 from .producer_ids import ProducerIdManager
@@ -48,19 +54,20 @@ class NodeServices:
 
     @property
     def controller_id(self) -> int:
-        return self.node_id
+        return self.image.controller_id
 
-    def next_producer_id(self) -> int:
-        return self.producer_ids.next_id()
+    async def next_producer_id(self) -> int:
+        return await self.producer_ids.next_id()
 
-    def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
-        return auto_create_topics(self.controller, names)
+    async def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
+        return await auto_create_topics(self.controller, names)
 
 
-def auto_create_topics(controller: Controller, names: list[str]) -> dict[str, ErrorCode]:
+async def auto_create_topics(controller: ControllerChannel,
+                             names: list[str]) -> dict[str, ErrorCode]:
     """Create topics a client asked for (``auto.create.topics.enable``) with the broker's
     defaults; the error of each topic that could not be created."""
-    results = controller.create_topics([TopicSpec(name) for name in names])
+    results = await controller.create_topics([TopicSpec(name) for name in names])
     failed: dict[str, ErrorCode] = {}
     for result in results:
         if result.error:

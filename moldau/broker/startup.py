@@ -52,6 +52,7 @@ from .metadata.configs import effective_topic_config
 from .metadata.controller import Controller
 from .metadata.image import MetadataImage
 from .metadata.log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC, MetadataLog
+from .metadata.records import ControllerChangeRecord
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .services import NodeServices
@@ -143,6 +144,8 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
     metadata_log = MetadataLog(manager.get_or_create_log(METADATA_TOPIC, 0), time_ms)
     replayed = metadata_log.replay_into(image)
     log.info("replayed %d metadata records", replayed)
+    # This node runs the controller of its own metadata log (not a stored record).
+    image.replay(ControllerChangeRecord(node_id, metadata_log.leader_epoch))
     controller = Controller(
         image, metadata_log,
         default_partitions=lambda: config["num.partitions"],
@@ -150,8 +153,7 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
     )
     replicas = ReplicaManager(node_id=node_id, image=image, config=config, log_manager=manager,
                               time_ms=time_ms)
-    controller.preparers.append(replicas.prepare)
-    controller.listeners.append(replicas.on_metadata)
+    follow_metadata(controller, replicas)
     replicas.reconcile(list(image.topics_by_name))
     for stray in manager.all_logs():
         if stray.topic != METADATA_TOPIC and stray.topic not in image.topics_by_name:
@@ -160,12 +162,25 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
             manager.delete_log(stray.topic, stray.partition)
     # Group coordinator (moldau/broker/group): follows __consumer_offsets leadership.
     groups = start_group_coordinator(config, node_id=node_id, image=image, replicas=replicas,
-                                     controller=controller, time_ms=time_ms)
+                                     time_ms=time_ms)
+    follow_metadata(controller, groups=groups)
     return NodeServices(
         config=config, cluster_id=cluster_id, image=image, log_manager=manager,
         load_stats=stats, metadata_log=metadata_log, controller=controller,
         replica_manager=replicas, group_coordinator=groups,
         producer_ids=ProducerIdManager(node_id, controller), time_ms=time_ms)
+
+
+def follow_metadata(controller: Controller, replicas: ReplicaManager | None = None,
+                    groups: GroupCoordinator | None = None) -> None:
+    """Make components follow the controller's changes: the replica manager creates the logs
+    of new partitions before their records are written and reconciles after; the group
+    coordinator loads and unloads ``__consumer_offsets`` partitions as leadership moves."""
+    if replicas is not None:
+        controller.preparers.append(replicas.prepare)
+        controller.listeners.append(replicas.on_metadata)
+    if groups is not None:
+        controller.listeners.append(lambda _image, _records: groups.sync_leadership())
 
 
 def raise_descriptor_limit() -> None:

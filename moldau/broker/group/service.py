@@ -2,8 +2,9 @@
 
 :func:`start_group_coordinator` is the only call the broker's start-up makes: it builds the
 coordinator on the broker's ``__consumer_offsets`` partitions (through the replica manager),
-follows leadership changes of that topic through the controller and starts the offset expiry
-timer; the node closes the coordinator when it stops (:func:`moldau.broker.startup.close_node`).
+loads the partitions this broker leads and starts the offset expiry timer. The node then makes
+it follow leadership changes (:func:`moldau.broker.startup.follow_metadata`) and closes it when
+it stops (:func:`moldau.broker.startup.close_node`).
 ``__consumer_offsets`` is created with ``offsets.topic.*`` settings on the first
 FindCoordinator for a group, as Kafka does (its logs are created in one batch, so even 50
 partitions take well under a second).
@@ -19,7 +20,7 @@ from typing import Any
 from ...protocol.errors import ErrorCode
 from ..config.loader import BrokerConfig
 from ..context import BrokerContext
-from ..metadata.controller import Controller, TopicSpec
+from ..metadata.channel import ControllerChannel, TopicSpec
 from ..metadata.image import MetadataImage
 from ..replica_manager import ReplicaManager
 from .config import GroupConfig
@@ -54,20 +55,20 @@ def offsets_log_for(replicas: ReplicaManager | None) -> OffsetsLog:
 
 
 def start_group_coordinator(config: BrokerConfig, *, node_id: int, image: MetadataImage,
-                            replicas: ReplicaManager | None, controller: Controller,
+                            replicas: ReplicaManager | None,
                             time_ms: Callable[[], int]) -> GroupCoordinator:
     """Start coordinating the groups of this broker's ``__consumer_offsets`` partitions; the
-    caller closes the coordinator (``await coordinator.close()``) when the node stops."""
+    caller calls ``sync_leadership()`` after every metadata change and closes the
+    coordinator (``await coordinator.close()``) when the node stops."""
     coordinator = GroupCoordinator(GroupConfig.from_config(config), offsets_log_for(replicas),
                                    LoopTimer(time_ms), node_id=node_id, image=lambda: image)
-    controller.listeners.append(lambda _image, _records: coordinator.sync_leadership())
     coordinator.sync_leadership()
     coordinator.start_expiry()
     return coordinator
 
 
-def ensure_offsets_topic(image: MetadataImage, controller: Controller,
-                         config: GroupConfig) -> ErrorCode:
+async def ensure_offsets_topic(image: MetadataImage, controller: ControllerChannel,
+                               config: GroupConfig) -> ErrorCode:
     """Create ``__consumer_offsets`` if it does not exist yet."""
     if OFFSETS_TOPIC in image.topics_by_name:
         return ErrorCode.none
@@ -82,7 +83,7 @@ def ensure_offsets_topic(image: MetadataImage, controller: Controller,
                  "segment.bytes": str(config.offsets_topic_segment_bytes),
                  "compression.type": "producer"},
     )
-    result = controller.create_topics([spec])[0]
+    result = (await controller.create_topics([spec]))[0]
     if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
         log.warning("could not create %s: %s", OFFSETS_TOPIC, result.message)
         return ErrorCode.coordinator_not_available
@@ -107,8 +108,8 @@ class CoordinatorAnswer:
         return data
 
 
-def find_coordinator(broker: BrokerContext, key: str, key_type: int,
-                     listener: str) -> CoordinatorAnswer:
+async def find_coordinator(broker: BrokerContext, key: str, key_type: int,
+                           listener: str) -> CoordinatorAnswer:
     """The coordinator of ``key`` with its endpoint on ``listener`` (FindCoordinator)."""
     if key_type == TRANSACTION_KEY_TYPE:
         return CoordinatorAnswer(ErrorCode.coordinator_not_available,
@@ -119,7 +120,7 @@ def find_coordinator(broker: BrokerContext, key: str, key_type: int,
         coordinator = coordinator_of(broker)
     except GroupError as exc:
         return CoordinatorAnswer(exc.code, exc.message)
-    error = ensure_offsets_topic(broker.image, broker.controller, coordinator.config)
+    error = await ensure_offsets_topic(broker.image, broker.controller, coordinator.config)
     if error:
         return CoordinatorAnswer(error, "the __consumer_offsets topic is not available")
     image = broker.image
