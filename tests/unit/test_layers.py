@@ -1,7 +1,10 @@
 """Layer rules (docs/architecture.md): dependencies point one way.
 
-protocol <- storage <- broker; protocol <- client <- cli/proxy/rest/registry/spark.
-Only moldau.cli.serve and moldau.testing may import moldau.broker.
+protocol <- storage <- broker; protocol <- wire <- client <- cli/proxy/rest/registry/spark;
+wire <- broker. Only moldau.cli.serve and moldau.testing may import moldau.broker.
+
+``moldau.wire`` (outbound Kafka connections) is the one layer both the client and the broker
+import: the broker opens connections to other brokers with it and never imports the client.
 """
 
 from __future__ import annotations
@@ -14,17 +17,18 @@ PACKAGE = Path(__file__).resolve().parents[2] / "moldau"
 ALLOWED = {
     "protocol": {"protocol"},
     "storage": {"protocol", "storage"},
-    "broker": {"protocol", "storage", "broker"},
-    "client": {"protocol", "client"},
-    "proxy": {"protocol", "client", "proxy"},
-    "rest": {"protocol", "client", "registry", "rest"},
-    "registry": {"protocol", "client", "registry"},
-    "spark": {"protocol", "client", "spark"},
-    "doctor": {"protocol", "client", "doctor"},
-    "perf": {"protocol", "client", "perf"},
-    "cli": {"protocol", "client", "cli", "proxy", "rest", "registry", "spark", "doctor",
-            "perf"},
-    "testing": {"protocol", "client", "broker", "storage", "testing", "cli"},
+    "wire": {"protocol", "wire"},
+    "broker": {"protocol", "storage", "wire", "broker"},
+    "client": {"protocol", "wire", "client"},
+    "proxy": {"protocol", "wire", "client", "proxy"},
+    "rest": {"protocol", "wire", "client", "registry", "rest"},
+    "registry": {"protocol", "wire", "client", "registry"},
+    "spark": {"protocol", "wire", "client", "spark"},
+    "doctor": {"protocol", "wire", "client", "doctor"},
+    "perf": {"protocol", "wire", "client", "perf"},
+    "cli": {"protocol", "wire", "client", "cli", "proxy", "rest", "registry", "spark",
+            "doctor", "perf"},
+    "testing": {"protocol", "wire", "client", "broker", "storage", "testing", "cli"},
 }
 BROKER_IMPORTERS = {"moldau.cli.serve"}
 
@@ -77,6 +81,24 @@ def test_layers_point_one_way() -> None:
                     "__version__", "__main__"):
                 problems.append(f"{module} ({layer}) imports {target} ({tlayer})")
     assert not problems, "\n".join(problems)
+
+
+def test_the_broker_reaches_other_brokers_through_wire_only() -> None:
+    """The broker's outbound connections are moldau.wire's, whose modules import nothing of
+    moldau but the protocol (so the broker never loads the client: producer, consumer,
+    cluster metadata, the synchronous facade), and the client's connection is the same one."""
+    broker = _module_graph("moldau")
+    reached = {target for module, targets in broker.items()
+               if module.startswith("moldau.broker") for target in targets}
+    assert not [t for t in reached if t.startswith("moldau.client")]
+    for module, targets in broker.items():
+        if module.startswith("moldau.wire"):
+            outside = [t for t in targets if not t.startswith(("moldau.wire", "moldau.protocol"))]
+            assert not outside, f"{module} imports {outside}"
+    from moldau.client.connection import BrokerConnection
+    from moldau.wire.connection import BrokerConnection as WireConnection
+
+    assert issubclass(BrokerConnection, WireConnection)
 
 
 # The group coordinator and the helpers that point back at it (STYLE.md, "Shapes that fight
