@@ -91,6 +91,7 @@ def test_the_broker_reaches_other_brokers_through_wire_only() -> None:
     reached = {target for module, targets in broker.items()
                if module.startswith("moldau.broker") for target in targets}
     assert not [t for t in reached if t.startswith("moldau.client")]
+    assert "moldau.wire.connection" in broker["moldau.broker.metadata.forwarding"]
     for module, targets in broker.items():
         if module.startswith("moldau.wire"):
             outside = [t for t in targets if not t.startswith(("moldau.wire", "moldau.protocol"))]
