@@ -20,7 +20,7 @@ import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ..config.definitions import TOPIC_BY_NAME
@@ -124,9 +124,12 @@ class Controller:
                 return await operation()
 
         task: asyncio.Task[T] = asyncio.ensure_future(run())
-        # A caller that was cancelled no longer reads the outcome; the task still ends.
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
-        return await asyncio.shield(task)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                task.add_done_callback(_log_unread_failure)  # nobody else will read it
+            raise
 
     async def commit(self, records: Sequence[MetadataRecord]) -> None:
         """Prepare for ``records`` (preparers), make them durable as one batch, replay them,
@@ -480,6 +483,17 @@ class Controller:
             return range(start, start + count)
 
         return await self._one_at_a_time(allocate)
+
+
+def _log_unread_failure(task: asyncio.Task[Any]) -> None:
+    """Say how an operation whose caller went away failed (its caller would have been told)."""
+    if task.cancelled() or task.exception() is None:
+        return
+    error = task.exception()
+    if isinstance(error, KafkaError):
+        log.warning("a metadata change whose requester went away was refused: %s", error)
+    else:
+        log.error("a metadata change whose requester went away failed", exc_info=error)
 
 
 def _chunks(groups: list[tuple[TopicResult, list[MetadataRecord], int]], limit: int

@@ -6,7 +6,10 @@ active controller's id comes from the image, not from the node's own id."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
+
+import pytest
 
 from moldau.broker.metadata.channel import ControllerChannel
 from moldau.broker.metadata.controller import Controller, TopicSpec
@@ -18,6 +21,7 @@ from moldau.broker.metadata.records import (
     decode_record,
 )
 from moldau.protocol.errors import ErrorCode
+from moldau.storage.errors import KafkaStorageError
 
 
 class GatedStore:
@@ -28,6 +32,7 @@ class GatedStore:
         self.gate = asyncio.Event()
         self.gate.set()
         self.waiting = 0
+        self.broken = False
 
     async def append(self, records: Sequence[MetadataRecord]) -> int:
         self.waiting += 1
@@ -35,6 +40,8 @@ class GatedStore:
             await self.gate.wait()
         finally:
             self.waiting -= 1
+        if self.broken:
+            raise KafkaStorageError("append to .../__cluster_metadata-0 failed: No space")
         self.records.extend(records)
         return len(self.records) - 1
 
@@ -94,6 +101,28 @@ def test_an_operation_runs_to_its_end_when_its_caller_is_cancelled() -> None:
                                                        "PartitionRecord"]
 
     asyncio.run(main())
+
+
+def test_a_failure_nobody_waits_for_any_more_is_logged(caplog: pytest.LogCaptureFixture
+                                                       ) -> None:
+    async def main() -> None:
+        controller, store = await _controller()
+        store.gate.clear()
+        store.broken = True
+        caller = asyncio.ensure_future(controller.allocate_producer_ids(1))
+        await _until(lambda: store.waiting == 1)
+        caller.cancel()
+        await asyncio.sleep(0)
+        store.gate.set()
+        await _until(lambda: store.waiting == 0)
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+    with caplog.at_level(logging.WARNING, logger="moldau.broker.metadata.controller"):
+        asyncio.run(main())
+    [record] = caplog.records
+    assert "went away was refused" in record.getMessage()
+    assert "No space" in record.getMessage()
 
 
 def test_the_controller_is_a_controller_channel() -> None:
