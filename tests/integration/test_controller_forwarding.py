@@ -34,7 +34,8 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.errors import KafkaError
 from moldau.testing.processes import closed_port
-from moldau.testing.runner import InProcessBroker
+from moldau.testing.runner import BrokerProcess, InProcessBroker
+from moldau.wire.connection import BrokerConnection
 
 SET, DELETE = 0, 1
 
@@ -99,8 +100,9 @@ async def _script(controller: ControllerChannel) -> list[Any]:
 
 
 def test_forwarded_changes_are_answered_as_the_local_controller_answers() -> None:
-    with InProcessBroker() as node:
-        port = node.broker.bound_port()
+    # The active controller is another process: a broker started with `moldau serve`.
+    with BrokerProcess() as controller_process:
+        port = controller_process.port()
 
         async def local() -> list[Any]:
             controller = Controller(MetadataImage(), ListStore(),
@@ -109,22 +111,37 @@ def test_forwarded_changes_are_answered_as_the_local_controller_answers() -> Non
             await controller.register_broker(1, [BrokerEndpoint("PLAINTEXT", "h", 1)], None)
             return await _script(controller)
 
-        async def forwarded() -> list[Any]:
+        async def forwarded() -> tuple[list[Any], Any, Any]:
             forwarding = channel(image_of(1, {1: port}))
             try:
-                return await _script(forwarding)
+                answers = await _script(forwarding)
             finally:
                 forwarding.close()
+            # What the controller holds now, as any client would read it.
+            conn = BrokerConnection("127.0.0.1", port)
+            await conn.connect()
+            try:
+                metadata = await conn.request(ApiKey.METADATA, {
+                    "topics": None, "allow_auto_topic_creation": False,
+                    "include_topic_authorized_operations": False})
+                configs = await conn.request(ApiKey.DESCRIBE_CONFIGS, {
+                    "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": "a",
+                                   "configuration_keys": ["retention.ms", "cleanup.policy",
+                                                          "segment.ms"]}],
+                    "include_synonyms": False, "include_documentation": False})
+            finally:
+                conn.close()
+            return answers, metadata, configs
 
-        expected, answers = asyncio.run(local()), asyncio.run(forwarded())
-        for number, (want, got) in enumerate(zip(expected, answers, strict=True)):
-            assert got == want, f"answer {number}"
-        assert answers[0][0]["error"] == E.none and answers[0][2]["error"] != E.none
-        image = node.broker.image
-        assert sorted(image.topics_by_name) == ["a"]
-        assert len(image.topics_by_name["a"].partitions) == 5
-        assert image.topic_configs["a"] == {"retention.ms": "1000", "cleanup.policy": "compact"}
-        assert image.broker_configs["1"] == {"log.retention.ms": "3600000"}
+        expected = asyncio.run(local())
+        answers, metadata, configs = asyncio.run(forwarded())
+    for number, (want, got) in enumerate(zip(expected, answers, strict=True)):
+        assert got == want, f"answer {number}"
+    assert answers[0][0]["error"] == E.none and answers[0][2]["error"] != E.none
+    assert [(t.name, len(t.partitions)) for t in metadata.topics] == [("a", 5)]
+    described = {c.name: (c.value, c.config_source) for c in configs.results[0].configs}
+    assert described == {"retention.ms": ("1000", 1), "cleanup.policy": ("compact", 1),
+                         "segment.ms": ("604800000", 5)}  # 1 topic override, 5 default
 
 
 def test_a_deposed_controller_makes_the_channel_follow_the_new_one() -> None:
