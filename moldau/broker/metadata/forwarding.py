@@ -28,16 +28,18 @@ The cost: the receiving broker re-encodes the request (admin requests are small 
 the controller sees the broker, not the client, as the sender (client id
 ``broker-<id>-to-controller``).
 
-A forwarded request is never forwarded again: a broker that gets one (its client id starts
-with :data:`FORWARDED_CLIENT_ID_PREFIX`, see :func:`forwarded_by`) while it is not the active
-controller answers NOT_CONTROLLER instead, so two brokers that briefly disagree about the
-controller cannot bounce a request between them. This side then takes NOT_CONTROLLER, like a
-lost or refused connection, as "the controller moved": it drops the connection, waits
-``retry_backoff_ms`` (or less, if the image names another controller meanwhile) and sends the
-change again to whichever controller the image names, until ``request_timeout_ms`` (Kafka's
-``controller.socket.timeout.ms``, 30 s) has passed. Then the change is answered
-REQUEST_TIMED_OUT with the reason (no controller known, no endpoint on the listener, the last
-connection error), which clients retry.
+A forwarded request is never to be forwarded again: a broker that gets one (recognised by its
+client id, :func:`forwarded_by`) while it is not the active controller answers NOT_CONTROLLER
+instead, so two brokers that briefly disagree about the controller cannot bounce a request
+between them. (The admin handlers make that check once brokers form a cluster; a single node is
+always its own controller and never builds this channel.)
+
+This side takes NOT_CONTROLLER, like a lost or refused connection, as "the controller moved":
+it drops the connection, waits ``retry_backoff_ms`` (or less, if the image names another
+controller meanwhile) and sends the change again to whichever controller the image names, until
+``request_timeout_ms`` (Kafka's ``controller.socket.timeout.ms``, 30 s) has passed. Then the
+change is answered REQUEST_TIMED_OUT with the reason (no controller known, no endpoint on the
+listener, the last connection error), which clients retry.
 """
 
 from __future__ import annotations
