@@ -69,7 +69,7 @@ _SENTINEL = 0x5A5A5A5A5A5A5A5A
 async def long_poll_cycle(broker: Broker, seconds: float, iterations: int) -> dict[str, float]:
     """W4's broker work per record: a consumer's fetch waits at the log end (long poll), a
     producer appends one 1 KiB record, the purgatory wakes the fetch, both answer."""
-    broker.controller.create_topics([TopicSpec("lp", 1)])
+    await broker.controller.create_topics([TopicSpec("lp", 1)])
     topic_id = broker.image.topics_by_name["lp"].topic_id
     fetch = bytearray(fetch_frame(topic_id, 1, _SENTINEL, max_wait_ms=500))
     at = fetch.index(_SENTINEL.to_bytes(8, "big"))
@@ -111,10 +111,10 @@ async def run(seconds: float, only: list[str], iterations: int = 0) -> dict[str,
     broker = Broker(build_config(settings))
     await broker.start()
     try:
-        broker.controller.create_topics([TopicSpec("p1", 1), TopicSpec("p6", 6),
-                                         TopicSpec("p1000", 1000), TopicSpec("f1", 1),
-                                         TopicSpec("f6", 6), TopicSpec("big6", 6),
-                                         TopicSpec("big1", 1)])
+        await broker.controller.create_topics([TopicSpec("p1", 1), TopicSpec("p6", 6),
+                                               TopicSpec("p1000", 1000), TopicSpec("f1", 1),
+                                               TopicSpec("f6", 6), TopicSpec("big6", 6),
+                                               TopicSpec("big1", 1)])
         transport = NullTransport()
         conn = KafkaConnection(broker, "PLAINTEXT")
         conn.connection_made(transport)

@@ -39,16 +39,16 @@ import logging
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..protocol.api_keys import ApiKey
 from ..protocol.errors import ForeignProtocol, ProtocolError
 from ..protocol.framing import Frame, FrameDecoder
+from .config.loader import BrokerConfig
+from .context import BrokerContext
 from .dispatch import Disconnect, RawResponse, RequestContext, encode_result, parse_frame
 from .handlers.api_versions import fallback_response
-
-if TYPE_CHECKING:
-    from .server import Broker
+from .memory_pool import MemoryPool
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +73,27 @@ def _abandon(awaitable: Any) -> None:
         awaitable.close()
 
 
+class ConnectionOwner(Protocol):
+    """What a connection needs of the server that accepted it (:class:`~.server.Broker`)."""
+
+    config: BrokerConfig
+    memory_pool: MemoryPool
+    connections: set[KafkaConnection]
+
+    @property
+    def context(self) -> BrokerContext:
+        """The node as the connection's request handlers see it."""
+        ...
+
+    def admit(self, conn: KafkaConnection) -> bool: ...
+
+    def note_memory_wait(self) -> None: ...
+
+
 class KafkaConnection(asyncio.BufferedProtocol):
     """Protocol instance for one accepted socket on one listener."""
 
-    def __init__(self, broker: Broker, listener: str) -> None:
+    def __init__(self, broker: ConnectionOwner, listener: str) -> None:
         self.broker = broker
         self.listener = listener
         config = broker.config
@@ -199,7 +216,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 release(size)
                 continue
             ctx = RequestContext(header, self.listener, self.client_host, self.client_port,
-                                 self.broker, self)
+                                 self.broker.context, self)
             try:
                 result = spec.fn(ctx, request)
             except Exception:

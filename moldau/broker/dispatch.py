@@ -22,7 +22,7 @@ import pkgutil
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..protocol.api_keys import ApiKey, api_name
 from ..protocol.entities import build
@@ -35,9 +35,7 @@ from ..protocol.messages import (
     response_header_bytes,
     response_schema,
 )
-
-if TYPE_CHECKING:
-    from .server import Broker
+from .context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +52,14 @@ class RawResponse:
 
 @dataclass(slots=True)
 class RequestContext:
-    """What a handler knows about the request besides its body."""
+    """What a handler knows about the request besides its body; ``broker`` is the node as
+    handlers see it (:class:`~.context.BrokerContext`), not the server object."""
 
     header: RequestHeader
     listener: str
     client_host: str
     client_port: int
-    broker: Broker
+    broker: BrokerContext
     connection: Any = None
 
     @property

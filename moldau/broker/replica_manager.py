@@ -18,7 +18,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..protocol.encoders.fetch import FetchPartitionData
 from ..protocol.encoders.produce import PartitionProduceResult
@@ -28,6 +28,8 @@ from ..protocol.records.codec import recompress_batch
 from ..protocol.records.compression import Codec
 from ..storage.config import LogConfig
 from ..storage.errors import KafkaStorageError
+from ..storage.manager import LogManager
+from .config.loader import BrokerConfig
 from .metadata.configs import effective_topic_config
 from .metadata.image import MetadataImage
 from .metadata.records import (
@@ -63,10 +65,6 @@ def recompress(buf: bytes | bytearray | memoryview, headers: list[BatchHeader],
 def kafka_uuid(value: uuid.UUID) -> str:
     """Kafka's text form of a Uuid (URL-safe base64 without padding)."""
     return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
-
-
-if TYPE_CHECKING:
-    from .server import Broker
 
 log = logging.getLogger(__name__)
 
@@ -111,11 +109,19 @@ def _nothing() -> None:
 
 
 class ReplicaManager:
-    """Owns the :class:`Partition` objects of this broker."""
+    """Owns the :class:`Partition` objects of this broker.
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.node_id = broker.node_id
+    ``image`` is the node's metadata image (replayed in place, so this object always sees the
+    current cluster), ``config`` the static broker config (topic config defaults),
+    ``log_manager`` the log dirs its partitions' logs live in."""
+
+    def __init__(self, *, node_id: int, image: MetadataImage, config: BrokerConfig,
+                 log_manager: LogManager, time_ms: Callable[[], int]) -> None:
+        self.node_id = node_id
+        self.image = image
+        self.config = config
+        self.log_manager = log_manager
+        self.time_ms = time_ms
         self.partitions: dict[tuple[str, int], Partition] = {}
         # Partitions hosted here whose log could not be opened or created: why not.
         self.offline: dict[tuple[str, int], str] = {}
@@ -123,7 +129,7 @@ class ReplicaManager:
 
     # --- metadata ------------------------------------------------------------------------
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        topic = self.broker.image.topics_by_id.get(topic_id)
+        topic = self.image.topics_by_id.get(topic_id)
         return topic.name if topic is not None else None
 
     def get(self, topic: str | None, index: int) -> Partition | None:
@@ -133,7 +139,7 @@ class ReplicaManager:
 
     def log_config(self, topic: str) -> LogConfig:
         return LogConfig.from_dict(
-            effective_topic_config(self.broker.image, self.broker.config, topic)
+            effective_topic_config(self.image, self.config, topic)
         )
 
     def on_metadata(self, image: MetadataImage, records: Sequence[MetadataRecord]) -> None:
@@ -178,14 +184,14 @@ class ReplicaManager:
                 specs.append((name, record.partition_id, None, kafka_uuid(record.topic_id)))
         if not specs:
             return _nothing
-        manager = self.broker.log_manager
+        manager = self.log_manager
         before = {(lg.topic, lg.partition) for lg in manager.all_logs()}
         logs = manager.create_logs(specs, atomic=True)
         fresh = [lg for lg in logs if (lg.topic, lg.partition) not in before]
         return lambda: manager.discard_logs(fresh)
 
     def reconcile(self, topics: Iterable[str]) -> None:
-        image = self.broker.image
+        image = self.image
         states = []
         missing = []
         for name in list(topics):
@@ -193,7 +199,7 @@ class ReplicaManager:
             if topic is None:
                 continue
             config = self.log_config(name)
-            raw_config = effective_topic_config(image, self.broker.config, name)
+            raw_config = effective_topic_config(image, self.config, name)
             for index, state in topic.partitions.items():
                 if self.node_id not in state.replicas:
                     continue
@@ -205,7 +211,7 @@ class ReplicaManager:
             topic_id = image.topics_by_name[key[0]].topic_id
             self.partitions[key] = Partition(key[0], key[1], topic_id, partition_log,
                                              node_id=self.node_id, purgatory=self.purgatory,
-                                             time_ms=self.broker.time_ms)
+                                             time_ms=self.time_ms)
         for name, index, _topic_id, config, raw_config, state in states:
             partition = self.partitions.get((name, index))
             if partition is None:
@@ -232,7 +238,7 @@ class ReplicaManager:
         reconciliation (and the broker's start)."""
         if not missing:
             return []
-        manager = self.broker.log_manager
+        manager = self.log_manager
         try:
             # One batched creation: three fsyncs per new log made a 50-partition topic take
             # ~1 s.
@@ -263,7 +269,7 @@ class ReplicaManager:
             del self.offline[key]
         for key in [k for k in self.partitions if k[0] == name]:
             partition = self.partitions.pop(key)
-            self.broker.log_manager.delete_log(partition.topic, partition.index)
+            self.log_manager.delete_log(partition.topic, partition.index)
             self.purgatory.notify(key)
         log.info("deleted the logs of topic %s", name)
 
@@ -282,7 +288,7 @@ class ReplicaManager:
             offline = self.offline.get((topic, index))
             if offline is not None:
                 return ProduceOutcome(ErrorCode.kafka_storage_error, offline)
-            known = self.broker.image.topics_by_name.get(topic)
+            known = self.image.topics_by_name.get(topic)
             if known is not None and index in known.partitions:
                 return ProduceOutcome(ErrorCode.not_leader_or_follower,
                                       f"This broker does not host {topic}-{index}")
@@ -295,7 +301,7 @@ class ReplicaManager:
             records,
             max_message_bytes=config.max_message_bytes,
             segment_bytes=config.segment_bytes,
-            now_ms=self.broker.time_ms(),
+            now_ms=self.time_ms(),
             timestamp_before_max_ms=before_max,
             timestamp_after_max_ms=after_max,
             log_append_time=config.message_timestamp_type == "LogAppendTime",
@@ -380,7 +386,7 @@ class ReplicaManager:
                     has_error = True
                     error = (ErrorCode.unknown_topic_id if t.unknown_id
                              else ErrorCode.unknown_topic_or_partition)
-                    known = self.broker.image.topics_by_name.get(t.topic)
+                    known = self.image.topics_by_name.get(t.topic)
                     if (t.topic, t.partition) in self.offline:
                         error = ErrorCode.kafka_storage_error
                     elif known is not None and t.partition in known.partitions:

@@ -1,9 +1,13 @@
-"""The broker process: owns every component and the asyncio listeners.
+"""The broker process: the node's services plus the asyncio listeners and connections.
 
-Start-up order: open the log dirs (recovering logs after a crash), replay the metadata log into
-the image, bind the listeners (port 0 picks a free port; the advertised port follows), register
-this broker with its advertised endpoints, open the partitions it hosts, then start serving.
-Shutdown reverses it and leaves a clean-shutdown marker so the next start skips recovery.
+Start-up order: open the node (:func:`~.startup.open_node`: log dirs, recovering logs after a
+crash, the metadata log replayed into the image, the partitions it hosts, the group
+coordinator), bind the listeners (port 0 picks a free port; the advertised port follows),
+register this broker with its advertised endpoints, then start serving. Shutdown reverses it
+and leaves a clean-shutdown marker so the next start skips recovery.
+
+Handlers never see this object: connections hand them :attr:`Broker.context`, the node's
+:class:`~.services.NodeServices`.
 """
 
 from __future__ import annotations
@@ -11,23 +15,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..protocol.errors import ErrorCode
 from .config import BrokerConfig, Endpoint
+from .connection import KafkaConnection
 from .dispatch import load_handlers
 from .memory_pool import MemoryPool
-from .metadata.controller import Controller, TopicSpec
+from .metadata.controller import Controller
 from .metadata.image import MetadataImage
 from .metadata.records import BrokerEndpoint
-
-if TYPE_CHECKING:
-    from ..storage.manager import LogManager
-    from .connection import KafkaConnection
-    from .metadata.log import MetadataLog
-    from .replica_manager import ReplicaManager
+from .replica_manager import ReplicaManager
+from .services import NodeServices
+from .startup import close_node, housekeeping, open_node
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +50,8 @@ class Broker:
         self.config = config
         self.node_id = config.node_id
         self.time_ms = time_ms or (lambda: int(time.time() * 1000))
-        self.cluster_id: str = ""
-        self.image = MetadataImage()
+        self.services: NodeServices | None = None
+        self._closed = False
         self.connections: set[KafkaConnection] = set()
         self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
         self._refused = 0  # connections refused by max.connections since the last warning
@@ -58,28 +59,41 @@ class Broker:
         self._memory_waits = 0  # connections that waited for request memory, since the log
         self._memory_logged = -REFUSAL_LOG_INTERVAL_S
         self.bound: list[BoundListener] = []
-        self.components: dict[str, Any] = {}
-        self.controller: Controller
-        self.replica_manager: ReplicaManager
-        self.log_manager: LogManager
-        self.metadata_log: MetadataLog
-        self.load_stats: Any = None
         self._background: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
-        self._producer_ids: Iterator[int] | None = None
         load_handlers()
 
+    # --- the node's services -------------------------------------------------------------
     @property
-    def controller_id(self) -> int:
-        return self.node_id
+    def context(self) -> NodeServices:
+        """The node as request handlers see it (its services); set by :meth:`start`."""
+        if self.services is None:
+            raise RuntimeError("the broker is not started")
+        return self.services
+
+    # For tools, benchmarks and tests that inspect a running broker.
+    @property
+    def cluster_id(self) -> str:
+        return self.services.cluster_id if self.services is not None else ""
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.context.image
+
+    @property
+    def controller(self) -> Controller:
+        return self.context.controller
+
+    @property
+    def replica_manager(self) -> ReplicaManager:
+        return self.context.replica_manager
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        from .startup import open_node
-
-        await open_node(self)
+        self.services = await open_node(self.config, time_ms=self.time_ms)
+        self.spawn(housekeeping(self.services))
         await self._bind_listeners()
-        self._register()
+        await self._register()
         for bound in self.bound:
             await bound.server.start_serving()
         self.spawn(self._expire_idle_connections())
@@ -89,8 +103,6 @@ class Broker:
                            for b in self.bound))
 
     async def _bind_listeners(self) -> None:
-        from .connection import KafkaConnection
-
         loop = asyncio.get_running_loop()
         for endpoint in self.config.listeners.listeners:
             host = endpoint.host or None
@@ -124,9 +136,9 @@ class Broker:
             result.append(BrokerEndpoint(e.name, e.host, port, e.protocol))
         return result
 
-    def _register(self) -> None:
-        self.controller.register_broker(self.node_id, self.advertised_endpoints(),
-                                        self.config["broker.rack"])
+    async def _register(self) -> None:
+        await self.context.controller.register_broker(
+            self.node_id, self.advertised_endpoints(), self.config["broker.rack"])
 
     def bound_port(self, listener: str | None = None) -> int:
         for b in self.bound:
@@ -199,8 +211,6 @@ class Broker:
         return task
 
     async def stop(self) -> None:
-        from .startup import close_node
-
         for bound in self.bound:
             bound.server.close()
         for conn in list(self.connections):
@@ -208,36 +218,11 @@ class Broker:
         for task in self._background:
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        await close_node(self)
+        if self.services is not None and not self._closed:
+            self._closed = True
+            await close_node(self.services)
         self._stopped.set()
         log.info("[MoldauServer id=%s] shut down completed", self.node_id)
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
-
-    # --- used by handlers --------------------------------------------------------------
-    def next_producer_id(self) -> int:
-        """A producer id never issued before (from a block the controller allocated)."""
-        if not self._producer_ids:
-            self._producer_ids = iter(self.controller.allocate_producer_ids(self.node_id))
-        try:
-            return next(self._producer_ids)
-        except StopIteration:
-            self._producer_ids = iter(self.controller.allocate_producer_ids(self.node_id))
-            return next(self._producer_ids)
-
-    def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
-        """Create topics a client asked for (``auto.create.topics.enable``); the error of
-        each topic that could not be created."""
-        results = self.controller.create_topics([TopicSpec(name) for name in names])
-        failed: dict[str, ErrorCode] = {}
-        for result in results:
-            if result.error:
-                failed[result.name] = result.error
-                log.info("auto-creation of topic %s failed: %s", result.name, result.message)
-            else:
-                log.info("auto-created topic %s with %d partitions", result.name,
-                         result.num_partitions)
-        return failed
-
-

@@ -1,10 +1,12 @@
 """Opening and closing a node's state, and its periodic housekeeping.
 
-Open: check or write ``meta.properties`` in every log dir (cluster id, node id), load every
-partition log (recovering after a crash; skipped after a clean shutdown) in a worker thread,
-replay ``__cluster_metadata`` into the image, create the controller and the replica manager
-and reconcile the partitions this node hosts. Close: stop housekeeping, flush, checkpoint and
-write the clean-shutdown marker.
+Open (:func:`open_node`, which returns the node's :class:`~.services.NodeServices`): check or
+write ``meta.properties`` in every log dir (cluster id, node id), load every partition log
+(recovering after a crash; skipped after a clean shutdown) in a worker thread, replay
+``__cluster_metadata`` into the image, create the controller and the replica manager,
+reconcile the partitions this node hosts and start the group coordinator. Close
+(:func:`close_node`): close the group coordinator, flush, checkpoint and write the
+clean-shutdown marker.
 
 Housekeeping runs in worker threads so disk work (fsync, segment deletion) never stalls the
 event loop: retention every ``log.retention.check.interval.ms``, removal of deleted topics'
@@ -21,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..storage.config import LogConfig
 from ..storage.errors import LogDirError
@@ -42,13 +45,17 @@ from ..storage.meta import (
     new_uuid,
     read_meta_properties,
 )
+from .config.loader import BrokerConfig
+from .group.coordinator import GroupCoordinator
+from .group.service import start_group_coordinator
 from .metadata.configs import effective_topic_config
 from .metadata.controller import Controller
+from .metadata.image import MetadataImage
 from .metadata.log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC, MetadataLog
+from .metadata.records import ControllerChangeRecord
+from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
-
-if TYPE_CHECKING:
-    from .server import Broker
+from .services import NodeServices
 
 log = logging.getLogger(__name__)
 
@@ -71,12 +78,12 @@ _METADATA_LOG_CONFIG = {"retention.ms": -1, "retention.bytes": -1,
                         "cleanup.policy": "delete"}
 
 
-def _cluster_id(broker: Broker, log_dirs: list[str]) -> str:
+def _cluster_id(config: BrokerConfig, log_dirs: list[str]) -> str:
     for log_dir in log_dirs:
         meta = read_meta_properties(log_dir)
         if meta is not None and meta.cluster_id:
             return meta.cluster_id
-    configured = broker.config["cluster.id"]
+    configured = config["cluster.id"]
     return configured or new_uuid()
 
 
@@ -89,59 +96,91 @@ def log_dirs_key(config: Any) -> str:
     return "log.dirs" if config["log.dirs"] else "log.dir"
 
 
-async def open_node(broker: Broker) -> None:
-    config = broker.config
+def _wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+async def open_node(config: BrokerConfig, *,
+                    time_ms: Callable[[], int] = _wall_clock_ms) -> NodeServices:
+    """Open a node's state from its log dirs and wire its components together. The caller
+    runs :func:`housekeeping` while the node is open and :func:`close_node` at the end."""
     log_dirs = [str(d) for d in config.log_dirs]
     key = log_dirs_key(config)
     for log_dir in log_dirs:
         prepare_log_dir(log_dir, key)
     try:
-        broker.cluster_id = _cluster_id(broker, log_dirs)
-        ensure_meta_properties(log_dirs, broker.node_id, broker.cluster_id)
+        cluster_id = _cluster_id(config, log_dirs)
+        ensure_meta_properties(log_dirs, config.node_id, cluster_id)
     except MetaPropertiesError as exc:
         raise LogDirError(f"{exc} (log dirs from {key}: {', '.join(log_dirs)})") from exc
 
+    image = MetadataImage()
+
     def topic_config(topic: str) -> dict[str, Any]:
         if topic == METADATA_TOPIC:
-            return {**effective_topic_config(broker.image, config, topic),
-                    **_METADATA_LOG_CONFIG}
-        return effective_topic_config(broker.image, config, topic)
+            return {**effective_topic_config(image, config, topic), **_METADATA_LOG_CONFIG}
+        return effective_topic_config(image, config, topic)
 
     manager = LogManager(log_dirs, LogConfig.from_dict(config.topic_defaults()),
-                         topic_config=topic_config, time_ms=broker.time_ms)
+                         topic_config=topic_config, time_ms=time_ms)
     raise_descriptor_limit()
     stats = await _in_thread(manager.startup, config["num.recovery.threads.per.data.dir"])
     log.info("loaded %d logs (%d segments; %d recovered, %d batches scanned, %d bytes "
              "truncated)", len(manager.all_logs()), stats.segments, stats.segments_recovered,
              stats.batches_scanned, stats.bytes_truncated)
     check_descriptor_limit(len(manager.all_logs()))
-    broker.log_manager = manager
-    broker.load_stats = stats
+    try:
+        return _open_components(config, cluster_id, image, manager, stats, time_ms)
+    except BaseException:
+        # Nothing stays open behind a failed start.
+        await _in_thread(manager.shutdown)
+        raise
 
-    metadata_log = MetadataLog(manager.get_or_create_log(METADATA_TOPIC, 0), broker.time_ms)
-    replayed = metadata_log.replay_into(broker.image)
+
+def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage,
+                     manager: LogManager, stats: Any, time_ms: Callable[[], int]
+                     ) -> NodeServices:
+    node_id = config.node_id
+    metadata_log = MetadataLog(manager.get_or_create_log(METADATA_TOPIC, 0), time_ms)
+    replayed = metadata_log.replay_into(image)
     log.info("replayed %d metadata records", replayed)
-    broker.metadata_log = metadata_log
-    broker.controller = Controller(
-        broker.image, metadata_log,
+    # This node runs the controller of its own metadata log (not a stored record).
+    image.replay(ControllerChangeRecord(node_id, metadata_log.leader_epoch))
+    controller = Controller(
+        image, metadata_log,
         default_partitions=lambda: config["num.partitions"],
         default_replication_factor=lambda: config["default.replication.factor"],
     )
-    replicas = ReplicaManager(broker)
-    broker.replica_manager = replicas
-    broker.controller.preparers.append(replicas.prepare)
-    broker.controller.listeners.append(replicas.on_metadata)
-    replicas.reconcile(list(broker.image.topics_by_name))
+    replicas = ReplicaManager(node_id=node_id, image=image, config=config, log_manager=manager,
+                              time_ms=time_ms)
+    follow_metadata(controller, replicas)
+    replicas.reconcile(list(image.topics_by_name))
     for stray in manager.all_logs():
-        if stray.topic != METADATA_TOPIC and stray.topic not in broker.image.topics_by_name:
+        if stray.topic != METADATA_TOPIC and stray.topic not in image.topics_by_name:
             log.info("deleting the log of %s-%d: its topic no longer exists",
                      stray.topic, stray.partition)
             manager.delete_log(stray.topic, stray.partition)
-    broker.spawn(_housekeeping(broker))
     # Group coordinator (moldau/broker/group): follows __consumer_offsets leadership.
-    from .group.service import start_group_coordinator
+    groups = start_group_coordinator(config, node_id=node_id, image=image, replicas=replicas,
+                                     time_ms=time_ms)
+    follow_metadata(controller, groups=groups)
+    return NodeServices(
+        config=config, cluster_id=cluster_id, image=image, log_manager=manager,
+        load_stats=stats, metadata_log=metadata_log, controller=controller,
+        replica_manager=replicas, group_coordinator=groups,
+        producer_ids=ProducerIdManager(node_id, controller), time_ms=time_ms)
 
-    await start_group_coordinator(broker)
+
+def follow_metadata(controller: Controller, replicas: ReplicaManager | None = None,
+                    groups: GroupCoordinator | None = None) -> None:
+    """Make components follow the controller's changes: the replica manager creates the logs
+    of new partitions before their records are written and reconciles after; the group
+    coordinator loads and unloads ``__consumer_offsets`` partitions as leadership moves."""
+    if replicas is not None:
+        controller.preparers.append(replicas.prepare)
+        controller.listeners.append(replicas.on_metadata)
+    if groups is not None:
+        controller.listeners.append(lambda _image, _records: groups.sync_leadership())
 
 
 def raise_descriptor_limit() -> None:
@@ -183,15 +222,16 @@ async def _periodic(interval_s: float, fn: Callable[[], Any], what: str) -> None
             log.exception("%s failed", what)
 
 
-async def _housekeeping(broker: Broker) -> None:
-    manager: LogManager = broker.log_manager
-    retention_s = broker.config["log.retention.check.interval.ms"] / 1000
+async def housekeeping(node: NodeServices) -> None:
+    """The node's periodic work, for as long as it runs (the caller cancels it)."""
+    manager = node.log_manager
+    retention_s = node.config["log.retention.check.interval.ms"] / 1000
     await asyncio.gather(
         _periodic(retention_s, manager.run_retention, "log retention"),
         _periodic(FLUSH_CHECK_INTERVAL_S, manager.flush_due, "log flush"),
         _periodic(CHECKPOINT_INTERVAL_S, manager.checkpoint_all, "checkpoint"),
         _deletions(manager),
-        _on_loop(OFFLINE_RETRY_INTERVAL_S, broker.replica_manager.retry_offline,
+        _on_loop(OFFLINE_RETRY_INTERVAL_S, node.replica_manager.retry_offline,
                  "reopening offline partitions"),
         _periodic(PRODUCER_EXPIRY_INTERVAL_S, manager.remove_expired_producers,
                   "producer id expiry"),
@@ -221,8 +261,11 @@ async def _deletions(manager: LogManager) -> None:
             log.exception("removing deleted log files failed")
 
 
-async def close_node(broker: Broker) -> None:
-    manager = getattr(broker, "log_manager", None)
-    if manager is None:
-        return
-    await _in_thread(manager.shutdown)
+async def close_node(node: NodeServices) -> None:
+    """Close the group coordinator (parked requests answered, timers stopped), then the logs
+    (flush, checkpoints, clean-shutdown marker)."""
+    coordinator: GroupCoordinator = node.group_coordinator
+    try:
+        await coordinator.close()
+    finally:
+        await _in_thread(node.log_manager.shutdown)

@@ -3,11 +3,24 @@
 Every message names what failed (which broker address, which config key, which partition)
 and, where there is one, how to fix it. Broker error codes are kio's ``ErrorCode``, so
 ``BrokerError.code.retriable`` is Kafka's own classification.
+
+The errors of a connection (``ClientError``, ``KafkaConnectionError``, ``NotKafkaError``,
+``KafkaTimeoutError``, ``UnsupportedVersionError``, ``BrokerError``) are defined in
+:mod:`moldau.wire.errors`, which the broker's own outbound connections share, and re-exported
+here.
 """
 
 from __future__ import annotations
 
-from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.protocol.errors import ErrorCode
+from moldau.wire.errors import (
+    BrokerError,
+    ClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NotKafkaError,
+    UnsupportedVersionError,
+)
 
 __all__ = [
     "BrokerError",
@@ -25,36 +38,8 @@ __all__ = [
 ]
 
 
-class ClientError(Exception):
-    """Base of every error the client raises on its own account."""
-
-    retriable: bool = False
-
-
 class ConfigError(ClientError, ValueError):
     """A configuration key or value that the client does not accept."""
-
-
-class KafkaConnectionError(ClientError, ConnectionError):
-    """A connection to one broker address could not be made or was lost.
-
-    ``address`` is the ``host:port`` that failed and ``reason`` one of ``dns``, ``refused``,
-    ``timeout``, ``closed``, ``protocol`` or ``os``.
-    """
-
-    retriable = True
-
-    def __init__(self, address: str, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.address = address
-        self.reason = reason
-
-
-class NotKafkaError(KafkaConnectionError):
-    """The address answered in another protocol (HTTP, TLS, SSH): a wrong address or port,
-    which retrying does not fix."""
-
-    retriable = False
 
 
 class NoBrokersAvailable(ClientError):
@@ -63,39 +48,8 @@ class NoBrokersAvailable(ClientError):
     retriable = True
 
 
-class KafkaTimeoutError(ClientError, TimeoutError):
-    """An operation did not complete within its time limit."""
-
-    retriable = True
-
-
-class UnsupportedVersionError(ClientError):
-    """The broker supports no version of an API that this client can speak."""
-
-
 class RecordCorruptError(ClientError):
     """A fetched record batch failed its CRC check or does not decode."""
-
-
-class BrokerError(KafkaError, ClientError):
-    """A broker answered with a non-zero error code.
-
-    ``code`` is the ``ErrorCode``; ``retriable`` follows Kafka's classification of the code.
-    """
-
-    def __init__(self, code: ErrorCode | int, message: str = "", context: str = "") -> None:
-        code = ErrorCode(code)
-        text = code.name.upper()
-        if context:
-            text = f"{context}: {text}"
-        if message:
-            text = f"{text} ({message})"
-        super().__init__(code, text)
-        self.context = context
-
-    @property
-    def retriable(self) -> bool:  # type: ignore[override]
-        return bool(self.code.retriable)
 
 
 class OffsetOutOfRangeError(BrokerError):

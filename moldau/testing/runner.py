@@ -8,6 +8,7 @@ reads the bound ports from the broker's start-up log line.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import re
 import subprocess
@@ -168,10 +169,12 @@ class InProcessBroker:
         return f"127.0.0.1:{self.broker.bound_port()}"
 
     def call(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn(*args)`` on the broker's loop and return its result."""
+        """Run ``fn(*args)`` on the broker's loop and return its result (awaited when it is
+        awaitable, e.g. a controller operation)."""
 
         async def run() -> Any:
-            return fn(*args)
+            result = fn(*args)
+            return await result if inspect.isawaitable(result) else result
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
 

@@ -1,7 +1,10 @@
 """Layer rules (docs/architecture.md): dependencies point one way.
 
-protocol <- storage <- broker; protocol <- client <- cli/proxy/rest/registry/spark.
-Only moldau.cli.serve and moldau.testing may import moldau.broker.
+protocol <- storage <- broker; protocol <- wire <- client <- cli/proxy/rest/registry/spark;
+wire <- broker. Only moldau.cli.serve and moldau.testing may import moldau.broker.
+
+``moldau.wire`` (outbound Kafka connections) is the one layer both the client and the broker
+import: the broker opens connections to other brokers with it and never imports the client.
 """
 
 from __future__ import annotations
@@ -14,17 +17,18 @@ PACKAGE = Path(__file__).resolve().parents[2] / "moldau"
 ALLOWED = {
     "protocol": {"protocol"},
     "storage": {"protocol", "storage"},
-    "broker": {"protocol", "storage", "broker"},
-    "client": {"protocol", "client"},
-    "proxy": {"protocol", "client", "proxy"},
-    "rest": {"protocol", "client", "registry", "rest"},
-    "registry": {"protocol", "client", "registry"},
-    "spark": {"protocol", "client", "spark"},
-    "doctor": {"protocol", "client", "doctor"},
-    "perf": {"protocol", "client", "perf"},
-    "cli": {"protocol", "client", "cli", "proxy", "rest", "registry", "spark", "doctor",
-            "perf"},
-    "testing": {"protocol", "client", "broker", "storage", "testing", "cli"},
+    "wire": {"protocol", "wire"},
+    "broker": {"protocol", "storage", "wire", "broker"},
+    "client": {"protocol", "wire", "client"},
+    "proxy": {"protocol", "wire", "client", "proxy"},
+    "rest": {"protocol", "wire", "client", "registry", "rest"},
+    "registry": {"protocol", "wire", "client", "registry"},
+    "spark": {"protocol", "wire", "client", "spark"},
+    "doctor": {"protocol", "wire", "client", "doctor"},
+    "perf": {"protocol", "wire", "client", "perf"},
+    "cli": {"protocol", "wire", "client", "cli", "proxy", "rest", "registry", "spark",
+            "doctor", "perf"},
+    "testing": {"protocol", "wire", "client", "broker", "storage", "testing", "cli"},
 }
 BROKER_IMPORTERS = {"moldau.cli.serve"}
 
@@ -77,3 +81,99 @@ def test_layers_point_one_way() -> None:
                     "__version__", "__main__"):
                 problems.append(f"{module} ({layer}) imports {target} ({tlayer})")
     assert not problems, "\n".join(problems)
+
+
+def test_the_broker_reaches_other_brokers_through_wire_only() -> None:
+    """The broker's outbound connections are moldau.wire's, whose modules import nothing of
+    moldau but the protocol (so the broker never loads the client: producer, consumer,
+    cluster metadata, the synchronous facade), and the client's connection is the same one."""
+    broker = _module_graph("moldau")
+    reached = {target for module, targets in broker.items()
+               if module.startswith("moldau.broker") for target in targets}
+    assert not [t for t in reached if t.startswith("moldau.client")]
+    assert "moldau.wire.connection" in broker["moldau.broker.metadata.forwarding"]
+    for module, targets in broker.items():
+        if module.startswith("moldau.wire"):
+            outside = [t for t in targets if not t.startswith(("moldau.wire", "moldau.protocol"))]
+            assert not outside, f"{module} imports {outside}"
+    from moldau.client.connection import BrokerConnection
+    from moldau.wire.connection import BrokerConnection as WireConnection
+
+    assert issubclass(BrokerConnection, WireConnection)
+
+
+# The group coordinator and the helpers that point back at it (STYLE.md, "Shapes that fight
+# the next features" 2): the one cycle left, to be broken by the coordinator runtime. It may
+# shrink; nothing may join it, and no other cycle may appear.
+KNOWN_CYCLE = {f"moldau.broker.group.{name}" for name in (
+    "admin", "classic_protocol", "classic_rebalance", "consumer_ops", "coordinator", "offsets")}
+
+
+def _module_graph(prefix: str) -> dict[str, set[str]]:
+    """Imports between modules under ``prefix``, including those under TYPE_CHECKING (a
+    cycle hidden there is still a cycle of the design); ``from pkg import name`` counts as
+    an import of ``pkg.name`` when that is a module, else of ``pkg``."""
+    paths = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        if not module.startswith(prefix):
+            continue
+        targets = set()
+        for target in _imports(path):
+            while target and target not in paths:
+                target = target.rpartition(".")[0]
+            if target.startswith(prefix) and target != module:
+                targets.add(target)
+        graph[module] = targets
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[set[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_cycle_finder_sees_type_checking_imports() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [{"a", "b", "c"}]
+    # imported under TYPE_CHECKING only
+    assert "moldau.broker.group.coordinator" in _module_graph("moldau.broker.group")[
+        "moldau.broker.group.offsets"]
+
+
+def test_broker_modules_form_no_import_cycle() -> None:
+    """Handlers and components get a narrow context (moldau/broker/context.py), so nothing
+    in moldau.broker imports the server back, not even for type checking."""
+    graph = _module_graph("moldau.broker")
+    importers = sorted(m for m, targets in graph.items() if "moldau.broker.server" in targets)
+    assert importers == []
+    cycles = [c for c in _cycles(graph) if not c <= KNOWN_CYCLE]
+    assert not cycles, "import cycles in moldau.broker: " + "; ".join(
+        " <-> ".join(sorted(c)) for c in cycles)

@@ -10,15 +10,12 @@ Loading reads the partition's batches from the log start.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
 
 from ...protocol.errors import ErrorCode
 from ...protocol.records.batch import iter_batches, read_header
+from ..replica_manager import ReplicaManager
 from .offsets_log import OffsetsLogError
 from .partitioning import OFFSETS_TOPIC
-
-if TYPE_CHECKING:
-    from ..server import Broker
 
 # How long an append waits for the ISR before the coordinator gives up (Kafka uses the
 # offsets topic's commit timeout, offsets.commit.timeout.ms, default 5 s).
@@ -28,8 +25,7 @@ COMMIT_TIMEOUT_MS = 5000
 class PartitionOffsetsLog:
     """``__consumer_offsets`` through the broker's replica manager."""
 
-    def __init__(self, broker: Broker, replicas: Any) -> None:
-        self.broker = broker
+    def __init__(self, replicas: ReplicaManager) -> None:
         self.replicas = replicas
 
     async def append(self, partition: int, batch: bytes) -> int:

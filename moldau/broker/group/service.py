@@ -1,87 +1,78 @@
 """Wiring the group coordinator into a broker, and what the request handlers share.
 
-``await start_group_coordinator(broker)`` is the only call the broker's start-up makes: it
-builds the coordinator on the broker's ``__consumer_offsets`` partitions, follows leadership
-changes of that topic through the controller, starts the offset expiry timer, and stops it all
-when the broker stops. ``__consumer_offsets`` is created with ``offsets.topic.*`` settings on
-the first FindCoordinator for a group, as Kafka does (its logs are created in one batch, so
-even 50 partitions take well under a second).
+:func:`start_group_coordinator` is the only call the broker's start-up makes: it builds the
+coordinator on the broker's ``__consumer_offsets`` partitions (through the replica manager),
+loads the partitions this broker leads and starts the offset expiry timer. The node then makes
+it follow leadership changes (:func:`moldau.broker.startup.follow_metadata`) and closes it when
+it stops (:func:`moldau.broker.startup.close_node`).
+``__consumer_offsets`` is created with ``offsets.topic.*`` settings on the first
+FindCoordinator for a group, as Kafka does (its logs are created in one batch, so even 50
+partitions take well under a second).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...protocol.errors import ErrorCode
-from ..metadata.controller import TopicSpec
+from ..config.loader import BrokerConfig
+from ..context import BrokerContext
+from ..metadata.channel import ControllerChannel, TopicSpec
+from ..metadata.image import MetadataImage
+from ..replica_manager import ReplicaManager
 from .config import GroupConfig
 from .coordinator import GroupCoordinator
 from .errors import GroupError
 from .offsets_log import MemoryOffsetsLog, OffsetsLog
+from .partition_log import PartitionOffsetsLog
 from .partitioning import OFFSETS_TOPIC, partition_for
 from .timer import LoopTimer
 
-if TYPE_CHECKING:
-    from ..server import Broker
-
 log = logging.getLogger(__name__)
 
-COMPONENT = "group_coordinator"
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
 
 
-def coordinator_of(broker: Broker) -> GroupCoordinator:
+def coordinator_of(broker: BrokerContext) -> GroupCoordinator:
     """The broker's coordinator; raises COORDINATOR_NOT_AVAILABLE before it is started."""
-    coordinator = broker.components.get(COMPONENT)
+    coordinator = broker.group_coordinator
     if coordinator is None:
         raise GroupError(ErrorCode.coordinator_not_available,
                          "the group coordinator is not running on this broker")
-    return coordinator  # type: ignore[no-any-return]
+    return coordinator
 
 
-def offsets_log_for(broker: Broker) -> OffsetsLog:
+def offsets_log_for(replicas: ReplicaManager | None) -> OffsetsLog:
     """The partition layer's ``__consumer_offsets`` when the broker has one, else memory."""
-    replicas = getattr(broker, "replica_manager", None) or broker.components.get(
-        "replica_manager")
     if replicas is not None:
-        from .partition_log import PartitionOffsetsLog
-
-        return PartitionOffsetsLog(broker, replicas)
+        return PartitionOffsetsLog(replicas)
     log.warning("no partition layer: committed offsets are kept in memory only")
     return MemoryOffsetsLog()
 
 
-async def start_group_coordinator(broker: Broker) -> GroupCoordinator:
-    """Start coordinating the groups of this broker's ``__consumer_offsets`` partitions."""
-    config = GroupConfig.from_config(broker.config)
-    coordinator = GroupCoordinator(config, offsets_log_for(broker), LoopTimer(broker.time_ms),
-                                   node_id=broker.node_id, image=lambda: broker.image)
-    broker.components[COMPONENT] = coordinator
-    broker.controller.listeners.append(lambda image, records: coordinator.sync_leadership())
+def start_group_coordinator(config: BrokerConfig, *, node_id: int, image: MetadataImage,
+                            replicas: ReplicaManager | None,
+                            time_ms: Callable[[], int]) -> GroupCoordinator:
+    """Start coordinating the groups of this broker's ``__consumer_offsets`` partitions; the
+    caller calls ``sync_leadership()`` after every metadata change and closes the
+    coordinator (``await coordinator.close()``) when the node stops."""
+    coordinator = GroupCoordinator(GroupConfig.from_config(config), offsets_log_for(replicas),
+                                   LoopTimer(time_ms), node_id=node_id, image=lambda: image)
     coordinator.sync_leadership()
     coordinator.start_expiry()
-    broker.spawn(_close_on_stop(coordinator))
     return coordinator
 
 
-async def _close_on_stop(coordinator: GroupCoordinator) -> None:
-    """Lives as long as the broker; the broker cancels it on stop, which closes the
-    coordinator (parked requests answered, timers stopped)."""
-    try:
-        await asyncio.Event().wait()
-    finally:
-        await coordinator.close()
-
-
-def ensure_offsets_topic(broker: Broker, config: GroupConfig) -> ErrorCode:
+async def ensure_offsets_topic(image: MetadataImage, controller: ControllerChannel,
+                               config: GroupConfig) -> ErrorCode:
     """Create ``__consumer_offsets`` if it does not exist yet."""
-    if OFFSETS_TOPIC in broker.image.topics_by_name:
+    if OFFSETS_TOPIC in image.topics_by_name:
         return ErrorCode.none
-    live = len(broker.image.live_brokers())
+    live = len(image.live_brokers())
     if live == 0:
         return ErrorCode.coordinator_not_available
     spec = TopicSpec(
@@ -92,7 +83,7 @@ def ensure_offsets_topic(broker: Broker, config: GroupConfig) -> ErrorCode:
                  "segment.bytes": str(config.offsets_topic_segment_bytes),
                  "compression.type": "producer"},
     )
-    result = broker.controller.create_topics([spec])[0]
+    result = (await controller.create_topics([spec]))[0]
     if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
         log.warning("could not create %s: %s", OFFSETS_TOPIC, result.message)
         return ErrorCode.coordinator_not_available
@@ -117,7 +108,8 @@ class CoordinatorAnswer:
         return data
 
 
-def find_coordinator(broker: Broker, key: str, key_type: int, listener: str) -> CoordinatorAnswer:
+async def find_coordinator(broker: BrokerContext, key: str, key_type: int,
+                           listener: str) -> CoordinatorAnswer:
     """The coordinator of ``key`` with its endpoint on ``listener`` (FindCoordinator)."""
     if key_type == TRANSACTION_KEY_TYPE:
         return CoordinatorAnswer(ErrorCode.coordinator_not_available,
@@ -128,7 +120,7 @@ def find_coordinator(broker: Broker, key: str, key_type: int, listener: str) -> 
         coordinator = coordinator_of(broker)
     except GroupError as exc:
         return CoordinatorAnswer(exc.code, exc.message)
-    error = ensure_offsets_topic(broker, coordinator.config)
+    error = await ensure_offsets_topic(broker.image, broker.controller, coordinator.config)
     if error:
         return CoordinatorAnswer(error, "the __consumer_offsets topic is not available")
     image = broker.image

@@ -29,7 +29,7 @@ stores without checking.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -40,11 +40,11 @@ from ..metadata.records import BROKER_RESOURCE, TOPIC_RESOURCE
 BROKER_LOGGER_RESOURCE = 8
 _KNOWN_RESOURCE_TYPES = {TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, 16, 32}
 
-Apply = Callable[[Any], tuple[ErrorCode, str | None]]
+Apply = Callable[[Any], Awaitable[tuple[ErrorCode, str | None]]]
 
 
-def alter_resources(resources: Any, apply: Apply, *, api: str,
-                    handled_types: set[int]) -> list[dict[str, Any]]:
+async def alter_resources(resources: Any, apply: Apply, *, api: str,
+                          handled_types: set[int]) -> list[dict[str, Any]]:
     """Answers for each resource of an (Incremental)AlterConfigs request: duplicates and
     unsupported types are refused here, the rest go to ``apply``."""
     counts = Counter((r.resource_type, r.resource_name) for r in resources)
@@ -68,7 +68,7 @@ def alter_resources(resources: Any, apply: Apply, *, api: str,
                              f"on Moldau; supported: "
                              f"{', '.join(str(t) for t in sorted(handled_types))}")
         else:
-            code, message = apply(resource)
+            code, message = await apply(resource)
         answers.append({"error_code": code, "error_message": message,
                         "resource_type": resource.resource_type,
                         "resource_name": resource.resource_name})
@@ -76,15 +76,15 @@ def alter_resources(resources: Any, apply: Apply, *, api: str,
 
 
 @handler(ApiKey.ALTER_CONFIGS, 0, 2)
-def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
     controller = ctx.broker.controller
 
-    def apply(resource: Any) -> tuple[ErrorCode, str | None]:
+    async def apply(resource: Any) -> tuple[ErrorCode, str | None]:
         changes = {c.name: c.value for c in resource.configs}
-        return controller.alter_configs(resource.resource_type, resource.resource_name,
-                                        changes, replace=True,
-                                        validate_only=request.validate_only)
+        return await controller.alter_configs(resource.resource_type, resource.resource_name,
+                                              changes, replace=True,
+                                              validate_only=request.validate_only)
 
-    answers = alter_resources(request.resources, apply, api="AlterConfigs",
-                              handled_types={TOPIC_RESOURCE, BROKER_RESOURCE})
+    answers = await alter_resources(request.resources, apply, api="AlterConfigs",
+                                    handled_types={TOPIC_RESOURCE, BROKER_RESOURCE})
     return ctx.respond({"throttle_time": 0, "responses": answers})

@@ -25,7 +25,7 @@ from ..dispatch import RequestContext, handler
 
 
 @handler(ApiKey.CREATE_PARTITIONS, 0, 3)
-def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
+async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     controller = ctx.broker.controller
     counts = Counter(t.name for t in request.topics)
     results: list[dict[str, Any]] = []
@@ -35,7 +35,7 @@ def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
         # An empty list means "no assignments" too (some clients send [] instead of null).
         assignments = ([list(a.broker_ids) for a in topic.assignments]
                        if topic.assignments else None)
-        code, message = controller.create_partitions(
+        code, message = await controller.create_partitions(
             topic.name, topic.count, assignments, validate_only=request.validate_only)
         results.append({"name": topic.name, "error_code": code, "error_message": message})
     for name, n in counts.items():

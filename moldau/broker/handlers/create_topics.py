@@ -55,7 +55,7 @@ def _error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
 
 
 @handler(ApiKey.CREATE_TOPICS, 2, 7)
-def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     counts = Counter(t.name for t in request.topics)
     answers: list[dict[str, Any] | None] = []  # in request order; None = ask the controller
@@ -65,7 +65,7 @@ def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
         answers.append(answer)
         if answer is None:
             specs.append(_spec(topic))
-    results = broker.controller.create_topics(specs, validate_only=request.validate_only)
+    results = await broker.controller.create_topics(specs, validate_only=request.validate_only)
     done = iter(zip(results, specs, strict=True))
     for i, answer in enumerate(answers):
         if answer is None:

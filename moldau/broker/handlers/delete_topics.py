@@ -48,7 +48,7 @@ def _answer(name: str | None, topic_id: uuid.UUID | None, code: ErrorCode,
 
 
 @handler(ApiKey.DELETE_TOPICS, 1, 6)
-def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
+async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     image = broker.image
     entries = _entries(request, ctx.version)
@@ -113,7 +113,7 @@ def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
         names_to_delete.append(name)
     ids_before = {name: image.topics_by_name[name].topic_id
                   for name in names_to_delete if name in image.topics_by_name}
-    results = broker.controller.delete_topics(names_to_delete)
+    results = await broker.controller.delete_topics(names_to_delete)
     for name in names_to_delete:
         code, message = results[name]
         answers.append(_answer(name, ids_before.get(name), code, message))

@@ -75,7 +75,7 @@ def _non_replica_error(manager: ReplicaManager, target: FetchTarget) -> ErrorCod
     """The error of one partition of a fetch from a broker that is not its replica."""
     if target.unknown_id:
         return ErrorCode.unknown_topic_id
-    topic = manager.broker.image.topics_by_name.get(target.topic)
+    topic = manager.image.topics_by_name.get(target.topic)
     if topic is None or target.partition not in topic.partitions:
         return ErrorCode.unknown_topic_or_partition
     partition = manager.get(target.topic, target.partition)

@@ -20,13 +20,13 @@ from ..group.service import find_coordinator
 
 
 @handler(ApiKey.FIND_COORDINATOR, 0, 6)
-def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
+async def handle_find_coordinator(ctx: RequestContext, request: Any) -> Any:
     key_type = getattr(request, "key_type", 0)
     if ctx.version >= 4:
         coordinators = [
-            find_coordinator(ctx.broker, key, key_type, ctx.listener).as_dict(key)
+            (await find_coordinator(ctx.broker, key, key_type, ctx.listener)).as_dict(key)
             for key in request.coordinator_keys
         ]
         return ctx.respond({"throttle_time": 0, "coordinators": coordinators})
-    answer = find_coordinator(ctx.broker, request.key, key_type, ctx.listener)
+    answer = await find_coordinator(ctx.broker, request.key, key_type, ctx.listener)
     return ctx.respond({"throttle_time": 0, **answer.as_dict()})

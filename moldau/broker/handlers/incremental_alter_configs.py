@@ -83,18 +83,18 @@ def alter_loggers(node_id: int, resource: Any, validate_only: bool
 
 
 @handler(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
-def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
+async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
 
-    def apply(resource: Any) -> tuple[ErrorCode, str | None]:
+    async def apply(resource: Any) -> tuple[ErrorCode, str | None]:
         if resource.resource_type == BROKER_LOGGER_RESOURCE:
             return alter_loggers(broker.node_id, resource, request.validate_only)
         ops = [(c.name, c.config_operation, c.value) for c in resource.configs]
-        return broker.controller.incremental_alter_configs(
+        return await broker.controller.incremental_alter_configs(
             resource.resource_type, resource.resource_name, ops,
             validate_only=request.validate_only)
 
-    answers = alter_resources(
+    answers = await alter_resources(
         request.resources, apply, api="IncrementalAlterConfigs",
         handled_types={TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE})
     return ctx.respond({"throttle_time": 0, "responses": answers})

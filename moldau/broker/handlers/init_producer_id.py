@@ -25,7 +25,7 @@ MAX_EPOCH = 32767
 
 
 @handler(ApiKey.INIT_PRODUCER_ID, 0, 5)
-def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
+async def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
     if request.transactional_id is not None:
         return ctx.respond({"throttle_time": 0,
                             "error_code": ErrorCode.coordinator_not_available,
@@ -36,7 +36,7 @@ def handle_init_producer_id(ctx: RequestContext, request: Any) -> Any:
         return ctx.respond({"throttle_time": 0, "error_code": ErrorCode.none,
                             "producer_id": producer_id, "producer_epoch": epoch + 1})
     try:
-        new_id = ctx.broker.next_producer_id()
+        new_id = await ctx.broker.next_producer_id()
     except KafkaError:
         return ctx.respond({"throttle_time": 0,
                             "error_code": ErrorCode.coordinator_load_in_progress,

@@ -6,8 +6,9 @@ endpoint on this listener answers LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILAB
 
 A null topic list (or an empty one at v0) means all topics. Unknown topics are created when
 ``auto.create.topics.enable`` is on and the request allows it (always below v4), with
-``num.partitions`` and ``default.replication.factor``; creation is synchronous, so the answer
-already carries the new topic's partitions. A topic whose creation failed on this broker's
+``num.partitions`` and ``default.replication.factor``; the answer waits for the creation, so
+it already carries the new topic's partitions (only such a request waits: the others are
+answered at once). A topic whose creation failed on this broker's
 storage (no disk space or file descriptor left) is answered LEADER_NOT_AVAILABLE, what Kafka
 answers while an auto-created topic is not ready: clients retry, and the broker's log says
 why. Topics can be asked for by id (v12+; v10-11 carry the field but cannot use it: a request
@@ -102,7 +103,6 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     image = broker.image
     version = ctx.version
-    with_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
     if requested is None or (version == 0 and not requested):
         names: list[tuple[str | None, uuid.UUID | None]] = [
@@ -122,9 +122,24 @@ def handle_metadata(ctx: RequestContext, request: Any) -> Any:
         and validate_topic_name(name) is None and allow_create
         and name not in INTERNAL_TOPICS
     ]
-    failed: dict[str, ErrorCode] = {}
     if to_create:
-        failed = broker.auto_create_topics(to_create)
+        return _create_then_answer(ctx, request, names, to_create)
+    return _answer(ctx, request, names, {})
+
+
+async def _create_then_answer(ctx: RequestContext, request: Any,
+                              names: list[tuple[str | None, uuid.UUID | None]],
+                              to_create: list[str]) -> Any:
+    failed = await ctx.broker.auto_create_topics(to_create)
+    return _answer(ctx, request, names, failed)
+
+
+def _answer(ctx: RequestContext, request: Any, names: list[tuple[str | None, uuid.UUID | None]],
+            failed: dict[str, ErrorCode]) -> Any:
+    broker = ctx.broker
+    image = broker.image
+    version = ctx.version
+    with_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     topics = []
     for name, topic_id in names:
         if name is None:

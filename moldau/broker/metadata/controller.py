@@ -1,24 +1,31 @@
 """The controller: turns admin requests into metadata records and applies them.
 
 Every change is validated first (pure functions in :mod:`.validation`), then written to the
-metadata log as one batch (atomic), then replayed into the image, then announced to listeners
-(the replica manager creates or deletes local logs, configs take effect). In a single node the
-controller runs in the broker process; a Raft quorum can later replace ``MetadataLog`` without
-changing this module's callers.
+store as one batch (atomic), then replayed into the image, then announced to listeners (the
+replica manager creates or deletes local logs, configs take effect). The controller is the
+local :class:`~.channel.ControllerChannel`: the process that runs it is the active controller
+(a single node always is; its store is the ``__cluster_metadata`` log). Another store (a
+ZooKeeper ensemble) can replace ``MetadataLog`` without changing this module's callers.
+
+Every operation is asynchronous (a store may wait for the network) and operations run one at
+a time, each from its validation to its last listener, so one is validated against the image
+the previous one left. Once an operation has started it runs to its end even if its caller is
+cancelled (a client that went away): a batch that reached the store reaches the image too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ..config.definitions import TOPIC_BY_NAME
 from ..config.kafka_dynamic import BROKER_DEFINITIONS
+from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
 from .configs import validate_broker_changes
 from .image import MetadataImage
 from .log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC
@@ -51,7 +58,9 @@ from .validation import (
 
 log = logging.getLogger(__name__)
 
-PRODUCER_ID_BLOCK = 1000
+T = TypeVar("T")
+
+__all__ = ["PRODUCER_ID_BLOCK", "Controller", "MetadataStore", "TopicResult", "TopicSpec"]
 # Kafka's controller refuses user operations that would write more than 10000 records at once
 # (MAX_RECORDS_PER_USER_OP); Moldau limits the partitions one request may create likewise, so a
 # client asking for a billion partitions gets an error instead of exhausting the broker.
@@ -66,28 +75,10 @@ _BATCH_OVERHEAD = 61
 class MetadataStore(Protocol):
     """Where metadata records are made durable (the ``__cluster_metadata`` log)."""
 
-    def append(self, records: Sequence[MetadataRecord]) -> int: ...
-
-
-@dataclass
-class TopicSpec:
-    """A topic to create; -1 partitions/replication factor means the broker default."""
-
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: dict[int, list[int]] = field(default_factory=dict)
-    configs: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class TopicResult:
-    name: str
-    error: ErrorCode = ErrorCode.none
-    message: str | None = None
-    topic_id: uuid.UUID | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
+    async def append(self, records: Sequence[MetadataRecord]) -> int:
+        """Make ``records`` durable as one batch, all or nothing; the offset of the last one.
+        Raises KafkaError (nothing written) when it cannot."""
+        ...
 
 
 Listener = Callable[[MetadataImage, Sequence[MetadataRecord]], None]
@@ -121,12 +112,32 @@ class Controller:
         self.max_batch_bytes = max_batch_bytes
         self._default_partitions = default_partitions
         self._default_rf = default_replication_factor
+        self._serial = asyncio.Lock()
 
     # --- plumbing ----------------------------------------------------------------------
-    def commit(self, records: Sequence[MetadataRecord]) -> None:
+    async def _one_at_a_time(self, operation: Callable[[], Awaitable[T]]) -> T:
+        """Run ``operation`` after every operation started before it, to its end even if the
+        caller is cancelled meanwhile."""
+
+        async def run() -> T:
+            async with self._serial:
+                return await operation()
+
+        task: asyncio.Task[T] = asyncio.ensure_future(run())
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                task.add_done_callback(_log_unread_failure)  # nobody else will read it
+            raise
+
+    async def commit(self, records: Sequence[MetadataRecord]) -> None:
         """Prepare for ``records`` (preparers), make them durable as one batch, replay them,
         and tell listeners. Raises :class:`KafkaError` (nothing changed) if the batch is too
         large, a preparer refuses, or the write fails."""
+        await self._one_at_a_time(lambda: self._commit(records))
+
+    async def _commit(self, records: Sequence[MetadataRecord]) -> None:
         if not records:
             return
         self._check_size(records)
@@ -134,7 +145,7 @@ class Controller:
         try:
             for prepare in self.preparers:
                 undo.append(prepare(self.image, records))
-            offset = self.store.append(records)
+            offset = await self.store.append(records)
         except BaseException:
             for step in reversed(undo):
                 step()
@@ -161,16 +172,16 @@ class Controller:
                 f"{self.max_batch_bytes} bytes one metadata batch may hold; split it into "
                 f"smaller requests (fewer partitions, or smaller config values)")
 
-    def _try_commit(self, records: Sequence[MetadataRecord]) -> Problem:
+    async def _try_commit(self, records: Sequence[MetadataRecord]) -> Problem:
         """:meth:`commit`, with a refusal returned as a Problem instead of raised."""
         try:
-            self.commit(records)
+            await self._commit(records)
         except KafkaError as exc:
             return exc.code, exc.message
         return None
 
-    def _validate_and_commit(self, records: Sequence[MetadataRecord], what: str,
-                             validate_only: bool) -> tuple[ErrorCode, str | None]:
+    async def _validate_and_commit(self, records: Sequence[MetadataRecord], what: str,
+                                   validate_only: bool) -> Outcome:
         """One request's records: refused if they do not fit one metadata batch (also with
         ``validate_only``, so that it answers as the real request would), else committed
         unless ``validate_only``."""
@@ -180,7 +191,7 @@ class Controller:
             return exc.code, exc.message
         if validate_only:
             return ErrorCode.none, None
-        return self._try_commit(records) or (ErrorCode.none, None)
+        return await self._try_commit(records) or (ErrorCode.none, None)
 
     def _assign_replicas(self, partitions: Iterable[int], factor: int) -> dict[int, list[int]]:
         brokers = [b.broker_id for b in self.image.live_brokers()]
@@ -191,7 +202,7 @@ class Controller:
         return result
 
     # --- topics ------------------------------------------------------------------------
-    def create_topics(
+    async def create_topics(
         self, specs: Sequence[TopicSpec], *, validate_only: bool = False
     ) -> list[TopicResult]:
         """Create topics; each result says whether (and why not) its topic was created.
@@ -200,6 +211,10 @@ class Controller:
         records are committed in one batch, and topics share batches up to the metadata batch
         limit; a topic whose records alone exceed it is refused (RECORD_LIST_TOO_LARGE), with
         ``validate_only`` too, so validation answers what creation would."""
+        return await self._one_at_a_time(lambda: self._create_topics(specs, validate_only))
+
+    async def _create_topics(self, specs: Sequence[TopicSpec],
+                             validate_only: bool) -> list[TopicResult]:
         results: list[TopicResult] = []
         groups: list[tuple[TopicResult, list[MetadataRecord], int]] = []
         pending: set[str] = set()
@@ -234,7 +249,7 @@ class Controller:
             groups.append((result, records, batch_size(records)))
         if not validate_only:
             for chunk in _chunks(groups, self.max_batch_bytes):
-                problem = self._try_commit([r for _res, recs, _n in chunk for r in recs])
+                problem = await self._try_commit([r for _res, recs, _n in chunk for r in recs])
                 for result, recs, _n in chunk:
                     if problem is None:
                         result.topic_id = recs[0].topic_id  # type: ignore[attr-defined]
@@ -288,9 +303,12 @@ class Controller:
         problem = validate_partitions(num_partitions) or validate_replication_factor(factor, live)
         return problem, num_partitions, factor
 
-    def delete_topics(self, names: Sequence[str]) -> dict[str, tuple[ErrorCode, str | None]]:
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, Outcome]:
         """Delete topics by name (one batch); unknown names get UNKNOWN_TOPIC_OR_PARTITION."""
-        results: dict[str, tuple[ErrorCode, str | None]] = {}
+        return await self._one_at_a_time(lambda: self._delete_topics(names))
+
+    async def _delete_topics(self, names: Sequence[str]) -> dict[str, Outcome]:
+        results: dict[str, Outcome] = {}
         records: list[MetadataRecord] = []
         for name in names:
             topic = self.image.topics_by_name.get(name)
@@ -302,19 +320,25 @@ class Controller:
                 continue
             records.append(RemoveTopicRecord(topic.topic_id))
             results[name] = (ErrorCode.none, None)
-        problem = self._try_commit(records)
+        problem = await self._try_commit(records)
         if problem is not None:
             for name, (code, _message) in results.items():
                 if code == ErrorCode.none:
                     results[name] = problem
         return results
 
-    def create_partitions(
+    async def create_partitions(
         self, name: str, total: int, assignments: list[list[int]] | None,
         *, validate_only: bool = False,
-    ) -> tuple[ErrorCode, str | None]:
+    ) -> Outcome:
         """Grow ``name`` to ``total`` partitions (never shrink), with optional assignments of
         the new partitions."""
+        return await self._one_at_a_time(
+            lambda: self._create_partitions(name, total, assignments, validate_only))
+
+    async def _create_partitions(self, name: str, total: int,
+                                 assignments: list[list[int]] | None,
+                                 validate_only: bool) -> Outcome:
         topic = self.image.topics_by_name.get(name)
         if topic is None:
             return (ErrorCode.unknown_topic_or_partition,
@@ -355,12 +379,12 @@ class Controller:
         records: list[MetadataRecord] = [
             PartitionRecord(topic.topic_id, p, list(plan[p]), list(plan[p]), plan[p][0])
             for p in new]
-        return self._validate_and_commit(records, f"{len(new)} new partitions of '{name}'",
-                                         validate_only)
+        return await self._validate_and_commit(
+            records, f"{len(new)} new partitions of '{name}'", validate_only)
 
-    def change_partition(self, topic_id: uuid.UUID, partition: int, *,
-                         leader: int | None = None, isr: list[int] | None = None) -> None:
-        self.commit([PartitionChangeRecord(topic_id, partition, leader=leader, isr=isr)])
+    async def change_partition(self, topic_id: uuid.UUID, partition: int, *,
+                               leader: int | None = None, isr: list[int] | None = None) -> None:
+        await self.commit([PartitionChangeRecord(topic_id, partition, leader=leader, isr=isr)])
 
     # --- configs -----------------------------------------------------------------------
     def _check_resource(self, resource_type: int, name: str) -> Problem:
@@ -380,13 +404,19 @@ class Controller:
             return validate_topic_configs(changes)
         return validate_broker_changes(name, changes)
 
-    def alter_configs(
+    async def alter_configs(
         self, resource_type: int, name: str, changes: Mapping[str, str | None],
         *, replace: bool = False, validate_only: bool = False,
-    ) -> tuple[ErrorCode, str | None]:
+    ) -> Outcome:
         """Set (value) or delete (None) dynamic configs of a topic or broker (``name`` = id,
         or "" for the cluster-wide default). ``replace`` drops unlisted keys (the
         non-incremental AlterConfigs semantics)."""
+        return await self._one_at_a_time(
+            lambda: self._alter_configs(resource_type, name, changes, replace, validate_only))
+
+    async def _alter_configs(self, resource_type: int, name: str,
+                             changes: Mapping[str, str | None], replace: bool,
+                             validate_only: bool) -> Outcome:
         problem = (self._check_resource(resource_type, name)
                    or self._check_changes(resource_type, name, changes))
         if problem is not None:
@@ -403,15 +433,21 @@ class Controller:
             for key in current:
                 if key not in changes:
                     records.append(ConfigRecord(resource_type, name, key, None))
-        return self._validate_and_commit(records, f"the config change of '{name}'",
-                                         validate_only)
+        return await self._validate_and_commit(
+            records, f"the config change of '{name}'", validate_only)
 
-    def incremental_alter_configs(
+    async def incremental_alter_configs(
         self, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],
         *, validate_only: bool = False,
-    ) -> tuple[ErrorCode, str | None]:
+    ) -> Outcome:
         """Apply IncrementalAlterConfigs operations (key, SET/DELETE/APPEND/SUBTRACT, value)
         to one resource; all or nothing."""
+        return await self._one_at_a_time(
+            lambda: self._incremental_alter_configs(resource_type, name, ops, validate_only))
+
+    async def _incremental_alter_configs(self, resource_type: int, name: str,
+                                         ops: Sequence[tuple[str, int, str | None]],
+                                         validate_only: bool) -> Outcome:
         problem = self._check_resource(resource_type, name)
         if problem is not None:
             return problem
@@ -420,22 +456,44 @@ class Controller:
                                     definitions)
         if isinstance(changes, tuple):
             return changes
-        return self.alter_configs(resource_type, name, changes or {},
-                                  validate_only=validate_only)
+        return await self._alter_configs(resource_type, name, changes or {}, False,
+                                         validate_only)
 
     # --- brokers and producer ids ---------------------------------------------------------
-    def register_broker(self, broker_id: int, endpoints: list[BrokerEndpoint],
-                        rack: str | None) -> None:
-        current = self.image.brokers.get(broker_id)
-        if current is not None and current.endpoints == endpoints and current.rack == rack \
-                and not current.fenced:
-            return
-        self.commit([RegisterBrokerRecord(broker_id, uuid.uuid4(), endpoints, rack)])
+    async def register_broker(self, broker_id: int, endpoints: list[BrokerEndpoint],
+                              rack: str | None) -> None:
+        """Register (or re-register with new endpoints or rack) a live broker."""
 
-    def allocate_producer_ids(self, broker_id: int, count: int = PRODUCER_ID_BLOCK) -> range:
-        start = self.image.next_producer_id
-        self.commit([ProducerIdsRecord(broker_id, start + count)])
-        return range(start, start + count)
+        async def register() -> None:
+            current = self.image.brokers.get(broker_id)
+            if current is not None and current.endpoints == endpoints \
+                    and current.rack == rack and not current.fenced:
+                return
+            await self._commit([RegisterBrokerRecord(broker_id, uuid.uuid4(), endpoints, rack)])
+
+        await self._one_at_a_time(register)
+
+    async def allocate_producer_ids(self, broker_id: int,
+                                    count: int = PRODUCER_ID_BLOCK) -> range:
+        """The next block of ``count`` producer ids, handed to ``broker_id``."""
+
+        async def allocate() -> range:
+            start = self.image.next_producer_id
+            await self._commit([ProducerIdsRecord(broker_id, start + count)])
+            return range(start, start + count)
+
+        return await self._one_at_a_time(allocate)
+
+
+def _log_unread_failure(task: asyncio.Task[Any]) -> None:
+    """Say how an operation whose caller went away failed (its caller would have been told)."""
+    if task.cancelled() or task.exception() is None:
+        return
+    error = task.exception()
+    if isinstance(error, KafkaError):
+        log.warning("a metadata change whose requester went away was refused: %s", error)
+    else:
+        log.error("a metadata change whose requester went away failed", exc_info=error)
 
 
 def _chunks(groups: list[tuple[TopicResult, list[MetadataRecord], int]], limit: int

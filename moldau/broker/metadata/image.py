@@ -17,6 +17,7 @@ from .records import (
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
+    ControllerChangeRecord,
     MetadataRecord,
     PartitionChangeRecord,
     PartitionRecord,
@@ -72,6 +73,9 @@ class MetadataImage:
     broker_configs: dict[str, dict[str, str]] = field(default_factory=dict)
     brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     next_producer_id: int = 0
+    # The active controller (-1: unknown) and its epoch, from the last ControllerChangeRecord.
+    controller_id: int = -1
+    controller_epoch: int = -1
     offset: int = -1  # offset of the last record replayed
 
     def replay(self, record: MetadataRecord, offset: int | None = None) -> None:
@@ -133,6 +137,9 @@ class MetadataImage:
                 self.brokers.pop(broker_id, None)
             case ProducerIdsRecord(next_producer_id=next_id):
                 self.next_producer_id = max(self.next_producer_id, next_id)
+            case ControllerChangeRecord():
+                self.controller_id = record.controller_id
+                self.controller_epoch = record.controller_epoch
             case _:
                 raise ValueError(f"unknown metadata record {record!r}")
         if offset is not None:

@@ -51,8 +51,10 @@ class MetadataLog:
                 offset = batch.header.next_offset
         return count
 
-    def append(self, records: Sequence[MetadataRecord]) -> int:
-        """Append ``records`` as one batch; returns the offset of the last one."""
+    async def append(self, records: Sequence[MetadataRecord]) -> int:
+        """Append ``records`` as one batch; returns the offset of the last one. The batch is
+        written and fsynced on the event loop (metadata changes are rare); the method is
+        asynchronous because other stores wait for the network."""
         now = self.time_ms()
         raw = build_batch([(None, r.encode(), (), now) for r in records])
         buf = bytearray(raw)

@@ -120,6 +120,21 @@ class ProducerIdsRecord(MetadataRecord):
     next_producer_id: int
 
 
+@dataclass(frozen=True)
+class ControllerChangeRecord(MetadataRecord):
+    """The active controller changed: its node id (-1: none) and its epoch.
+
+    Who leads the metadata, not a change the controller makes: the store that feeds the image
+    replays it when it learns of an election (KRaft writes a LeaderChangeMessage control
+    record when a controller is elected; ZooKeeper keeps ``/controller`` and
+    ``/controller_epoch``). The single node's metadata log does not store it: the node replays
+    one naming itself each time it opens the log."""
+
+    TYPE: ClassVar[str] = "ControllerChangeRecord"
+    controller_id: int
+    controller_epoch: int
+
+
 RECORD_TYPES: dict[str, type[MetadataRecord]] = {
     cls.TYPE: cls
     for cls in (
@@ -132,6 +147,7 @@ RECORD_TYPES: dict[str, type[MetadataRecord]] = {
         BrokerRegistrationChangeRecord,
         UnregisterBrokerRecord,
         ProducerIdsRecord,
+        ControllerChangeRecord,
     )
 }
 

@@ -33,6 +33,8 @@ from moldau.broker.metadata.validation import (
 )
 from moldau.protocol.errors import ErrorCode
 
+from .sync_controller import SyncController
+
 
 class ListStore:
     """The metadata log kept in a list (the durable store is the lead's)."""
@@ -40,28 +42,28 @@ class ListStore:
     def __init__(self) -> None:
         self.records: list[MetadataRecord] = []
 
-    def append(self, records: Sequence[MetadataRecord]) -> int:
+    async def append(self, records: Sequence[MetadataRecord]) -> int:
         self.records.extend(records)
         return len(self.records) - 1
 
 
 @pytest.fixture
-def controller() -> Controller:
-    c = Controller(MetadataImage(), ListStore(), default_partitions=lambda: 3,
-                   default_replication_factor=lambda: 1)
+def controller() -> SyncController:
+    c = SyncController(Controller(MetadataImage(), ListStore(), default_partitions=lambda: 3,
+                                  default_replication_factor=lambda: 1))
     for broker_id in (1, 2):
         c.register_broker(broker_id, [BrokerEndpoint("PLAINTEXT", "h", 9000 + broker_id)], None)
     return c
 
 
-def replay_all(controller: Controller) -> MetadataImage:
+def replay_all(controller: SyncController) -> MetadataImage:
     store = controller.store
     assert isinstance(store, ListStore)
     return MetadataImage.from_records(store.records)
 
 
 # --- create -------------------------------------------------------------------------------------
-def test_create_with_defaults_and_configs(controller: Controller) -> None:
+def test_create_with_defaults_and_configs(controller: SyncController) -> None:
     [result] = controller.create_topics([TopicSpec("a", configs={"retention.ms": "10"})])
     assert (result.error, result.num_partitions, result.replication_factor) == (
         ErrorCode.none, 3, 1)
@@ -73,7 +75,7 @@ def test_create_with_defaults_and_configs(controller: Controller) -> None:
     assert replay_all(controller).topic_configs == image.topic_configs
 
 
-def test_create_errors(controller: Controller) -> None:
+def test_create_errors(controller: SyncController) -> None:
     controller.create_topics([TopicSpec("a.b")])
     results = controller.create_topics([
         TopicSpec("a.b"), TopicSpec("a_b"), TopicSpec("bad/name"), TopicSpec("z", 0),
@@ -93,7 +95,7 @@ def test_create_errors(controller: Controller) -> None:
     assert set(controller.image.topics_by_name) == {"a.b"}
 
 
-def test_create_manual_assignment(controller: Controller) -> None:
+def test_create_manual_assignment(controller: SyncController) -> None:
     [ok] = controller.create_topics([TopicSpec("m", assignments={0: [2, 1], 1: [1, 2]})])
     assert (ok.error, ok.num_partitions, ok.replication_factor) == (ErrorCode.none, 2, 2)
     partitions = controller.image.topics_by_name["m"].partitions
@@ -114,27 +116,27 @@ def test_bad_manual_assignments(assignments: dict[int, list[int]]) -> None:
     assert problem is not None and problem[0] == ErrorCode.invalid_replica_assignment
 
 
-def test_validate_only_creates_nothing(controller: Controller) -> None:
+def test_validate_only_creates_nothing(controller: SyncController) -> None:
     [result] = controller.create_topics([TopicSpec("v", 2)], validate_only=True)
     assert result.error == ErrorCode.none and result.num_partitions == 2
     assert "v" not in controller.image.topics_by_name
 
 
-def test_partition_limit_per_request(controller: Controller) -> None:
+def test_partition_limit_per_request(controller: SyncController) -> None:
     [huge, fine] = controller.create_topics(
         [TopicSpec("huge", MAX_PARTITIONS_PER_REQUEST + 1), TopicSpec("fine", 1)])
     assert huge.error == ErrorCode.policy_violation
     assert fine.error == ErrorCode.none
 
 
-def test_same_name_twice_in_one_request(controller: Controller) -> None:
+def test_same_name_twice_in_one_request(controller: SyncController) -> None:
     first, second = controller.create_topics([TopicSpec("d"), TopicSpec("d")])
     assert first.error == ErrorCode.none
     assert second.error == ErrorCode.topic_already_exists
 
 
 # --- delete and partitions ---------------------------------------------------------------------
-def test_delete_removes_topic_and_its_configs(controller: Controller) -> None:
+def test_delete_removes_topic_and_its_configs(controller: SyncController) -> None:
     controller.create_topics([TopicSpec("a", configs={"retention.ms": "10"})])
     result = controller.delete_topics(["a", "b"])
     assert result["a"] == (ErrorCode.none, None)
@@ -143,7 +145,7 @@ def test_delete_removes_topic_and_its_configs(controller: Controller) -> None:
     assert "a" not in controller.image.topic_configs
 
 
-def test_create_partitions(controller: Controller) -> None:
+def test_create_partitions(controller: SyncController) -> None:
     controller.create_topics([TopicSpec("p", 2, 2)])
     assert controller.create_partitions("p", 2, None)[0] == ErrorCode.invalid_partitions
     assert controller.create_partitions("p", 1, None)[0] == ErrorCode.invalid_partitions
@@ -163,7 +165,7 @@ def test_create_partitions(controller: Controller) -> None:
 
 
 # --- configs -----------------------------------------------------------------------------------
-def test_alter_topic_configs_replace_and_incremental(controller: Controller) -> None:
+def test_alter_topic_configs_replace_and_incremental(controller: SyncController) -> None:
     controller.create_topics([TopicSpec("c", configs={"retention.ms": "1", "segment.ms": "2"})])
     assert controller.alter_configs(TOPIC_RESOURCE, "c", {"retention.ms": "5"},
                                     replace=True) == (ErrorCode.none, None)
@@ -184,7 +186,7 @@ def test_alter_topic_configs_replace_and_incremental(controller: Controller) -> 
     assert controller.image.topic_configs["c"] == {"cleanup.policy": "delete,compact"}
 
 
-def test_alter_broker_configs(controller: Controller) -> None:
+def test_alter_broker_configs(controller: SyncController) -> None:
     assert controller.alter_configs(BROKER_RESOURCE, "", {"log.retention.ms": "100"}) == (
         ErrorCode.none, None)
     assert controller.image.broker_configs[""] == {"log.retention.ms": "100"}
@@ -228,6 +230,6 @@ def test_apply_incremental() -> None:
     assert listed == {"process.roles": "broker,controller"}
 
 
-def test_topic_ids_are_random(controller: Controller) -> None:
+def test_topic_ids_are_random(controller: SyncController) -> None:
     a, b = controller.create_topics([TopicSpec("i1"), TopicSpec("i2")])
     assert a.topic_id != b.topic_id and uuid.UUID(int=0) not in (a.topic_id, b.topic_id)

@@ -22,6 +22,8 @@ from moldau.broker.metadata.records import BrokerEndpoint, MetadataRecord, Parti
 from moldau.protocol.errors import ErrorCode, KafkaError
 from moldau.storage.errors import KafkaStorageError
 
+from .sync_controller import SyncController
+
 
 class BatchStore:
     """Metadata batches kept in a list; refuses batches over ``limit`` bytes as the log does,
@@ -32,7 +34,7 @@ class BatchStore:
         self.limit = limit
         self.broken = False
 
-    def append(self, records: Sequence[MetadataRecord]) -> int:
+    async def append(self, records: Sequence[MetadataRecord]) -> int:
         if self.broken:
             raise KafkaStorageError("append to .../__cluster_metadata-0 failed: No space")
         assert batch_size(records) <= self.limit
@@ -40,9 +42,10 @@ class BatchStore:
         return sum(len(b) for b in self.batches) - 1
 
 
-def make(limit: int) -> Controller:
-    c = Controller(MetadataImage(), BatchStore(limit), default_partitions=lambda: 1,
-                   default_replication_factor=lambda: 1, max_batch_bytes=limit)
+def make(limit: int) -> SyncController:
+    c = SyncController(Controller(MetadataImage(), BatchStore(limit),
+                                  default_partitions=lambda: 1,
+                                  default_replication_factor=lambda: 1, max_batch_bytes=limit))
     c.register_broker(1, [BrokerEndpoint("PLAINTEXT", "h", 9092)], None)
     return c
 

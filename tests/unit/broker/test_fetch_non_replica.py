@@ -21,7 +21,7 @@ def manager(*, leader: bool = True, epoch: int = 5, hosted: bool = True) -> Any:
         partition, requested)  # type: ignore[arg-type]
     image = SimpleNamespace(topics_by_name={"t": SimpleNamespace(partitions={0: object()})})
     return SimpleNamespace(
-        broker=SimpleNamespace(image=image),
+        image=image,
         get=lambda topic, index: partition if hosted and (topic, index) == ("t", 0) else None)
 
 

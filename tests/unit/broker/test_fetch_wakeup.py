@@ -21,7 +21,7 @@ def test_produce_in_the_same_turn_wakes_the_parked_fetch(tmp_path: Path) -> None
         broker = Broker(build_config(settings))
         await broker.start()
         try:
-            broker.controller.create_topics([TopicSpec("lp", 1)])
+            await broker.controller.create_topics([TopicSpec("lp", 1)])
             topic_id = broker.image.topics_by_name["lp"].topic_id
             consumer = KafkaConnection(broker, "PLAINTEXT")
             producer = KafkaConnection(broker, "PLAINTEXT")

@@ -15,7 +15,6 @@ from typing import Any
 from moldau.broker.group.classic import ClassicGroup, ClassicState
 from moldau.broker.group.consumer_group import ConsumerGroup
 from moldau.broker.group.offsets import OffsetToCommit
-from moldau.broker.group.service import COMPONENT
 from moldau.broker.handlers.consumer_group_heartbeat import handle_consumer_group_heartbeat
 from moldau.broker.handlers.delete_groups import handle_delete_groups
 from moldau.protocol.errors import ErrorCode as E
@@ -25,7 +24,7 @@ from .helpers import GatedLog, World, cfg, persisted, reloaded, result, run, set
 
 def context(world: World, version: int = 1) -> Any:
     """What the handlers use of a RequestContext; responses stay plain data."""
-    broker = SimpleNamespace(components={COMPONENT: world.coordinator})
+    broker = SimpleNamespace(group_coordinator=world.coordinator)
     return SimpleNamespace(broker=broker, version=version, client_host="127.0.0.1",
                            header=SimpleNamespace(client_id="client", api_version=version),
                            respond=lambda data: data)

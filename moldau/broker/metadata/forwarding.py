@@ -1,0 +1,346 @@
+"""Metadata changes sent to the active controller from another broker:
+:class:`ForwardingControllerChannel`.
+
+A broker that is not the active controller implements :class:`~.channel.ControllerChannel` by
+sending each change to the controller the image names (``MetadataImage.controller_id``), over
+the listener named by ``inter.broker.listener.name``, with :mod:`moldau.wire`'s connection, and
+mapping the answer back to the channel's results. Each change travels as the ordinary Kafka
+admin request that asks for it: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
+IncrementalAlterConfigs and AllocateProducerIds (Kafka's broker-to-controller request for
+producer-id blocks).
+
+Why ordinary admin requests and not Envelope (KIP-590, API 58), with which Kafka's brokers
+forward a client's request as it came:
+
+* Not every change has a client request to wrap. Topic auto-creation (Metadata),
+  ``__consumer_offsets`` (FindCoordinator) and producer-id blocks are the broker's own
+  changes; Kafka sends those as plain CreateTopics and AllocateProducerIds too
+  (AutoTopicCreationManager, RPCProducerIdManager). One typed interface serves both.
+* Envelope exists to carry the client's principal to the controller for authorization. Moldau
+  has no principals or ACLs yet, so it would add an API to serve (and to keep away from
+  clients) for nothing. When SASL and ACLs come, this class can wrap its requests in Envelope
+  without changing a caller.
+* The controller validates again with the same code, whichever broker the request reached:
+  refusals come back with the controller's codes and messages, and the handler answers the
+  client exactly as the controller's own handler would (``validate_only`` included).
+
+The cost: the receiving broker re-encodes the request (admin requests are small and rare), and
+the controller sees the broker, not the client, as the sender (client id
+``broker-<id>-to-controller``).
+
+A forwarded request is never to be forwarded again: a broker that gets one (recognised by its
+client id, :func:`forwarded_by`) while it is not the active controller answers NOT_CONTROLLER
+instead, so two brokers that briefly disagree about the controller cannot bounce a request
+between them. (The admin handlers make that check once brokers form a cluster; a single node is
+always its own controller and never builds this channel.)
+
+This side takes NOT_CONTROLLER, like a lost or refused connection, as "the controller moved":
+it drops the connection, waits ``retry_backoff_ms`` (or less, if the image names another
+controller meanwhile) and sends the change again to whichever controller the image names, until
+``request_timeout_ms`` (Kafka's ``controller.socket.timeout.ms``, 30 s) has passed. Then the
+change is answered REQUEST_TIMED_OUT with the reason (no controller known, no endpoint on the
+listener, the last connection error), which clients retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...protocol.api_keys import ApiKey, api_name
+from ...protocol.errors import ErrorCode, KafkaError
+from ...wire.connection import BrokerConnection
+from ...wire.errors import ClientError, UnsupportedVersionError
+from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
+from .image import MetadataImage
+
+log = logging.getLogger(__name__)
+
+FORWARDED_CLIENT_ID_PREFIX = "broker-"
+_FORWARDED_SUFFIX = "-to-controller"
+_ZERO_UUID = uuid.UUID(int=0)
+# OP_SET and OP_DELETE of IncrementalAlterConfigs.
+_SET, _DELETE = 0, 1
+
+
+def forwarding_client_id(node_id: int) -> str:
+    """The client id a broker's forwarded requests carry."""
+    return f"{FORWARDED_CLIENT_ID_PREFIX}{node_id}{_FORWARDED_SUFFIX}"
+
+
+def forwarded_by(client_id: str | None) -> int | None:
+    """The id of the broker that forwarded a request with this client id, else None."""
+    if not client_id or not client_id.startswith(FORWARDED_CLIENT_ID_PREFIX) \
+            or not client_id.endswith(_FORWARDED_SUFFIX):
+        return None
+    middle = client_id[len(FORWARDED_CLIENT_ID_PREFIX):-len(_FORWARDED_SUFFIX)]
+    return int(middle) if middle.isdigit() else None
+
+
+@dataclass(frozen=True)
+class ControllerPeer:
+    """The active controller as this broker reaches it (a :class:`moldau.wire` peer)."""
+
+    node_id: int
+    host: str
+    port: int
+    listener: str
+
+    def describe(self) -> str:
+        return (f"the active controller (broker {self.node_id} at {self.host}:{self.port}, "
+                f"listener {self.listener})")
+
+
+class _Retry(Exception):
+    """This attempt failed in a way another attempt may not: the controller moved, or it
+    could not be reached."""
+
+
+class ForwardingControllerChannel:
+    """A :class:`~.channel.ControllerChannel` for a broker that is not the active
+    controller: every change is sent to the controller the image names."""
+
+    def __init__(self, *, node_id: int, image: MetadataImage, listener: str,
+                 request_timeout_ms: int = 30_000, retry_backoff_ms: int = 100,
+                 connect: Callable[[ControllerPeer, str, int], Awaitable[BrokerConnection]]
+                 | None = None) -> None:
+        self.node_id = node_id
+        self.image = image
+        self.listener = listener
+        self.request_timeout_ms = request_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.client_id = forwarding_client_id(node_id)
+        self._connect = connect or self._open
+        self._conn: BrokerConnection | None = None
+        self._peer: ControllerPeer | None = None
+        self._connecting = asyncio.Lock()
+
+    # --- the channel ---------------------------------------------------------------------
+    async def create_topics(self, specs: Sequence[TopicSpec], *,
+                            validate_only: bool = False) -> list[TopicResult]:
+        first: dict[str, TopicSpec] = {}
+        for spec in specs:
+            first.setdefault(spec.name, spec)
+        body = {"topics": [_topic(spec) for spec in first.values()],
+                "timeout": self.request_timeout_ms, "validate_only": validate_only}
+        try:
+            answer = await self._send(ApiKey.CREATE_TOPICS, body, lambda r: [
+                t.error_code for t in r.topics])
+        except KafkaError as exc:
+            return [TopicResult(spec.name, exc.code, exc.message) for spec in specs]
+        by_name = {t.name: t for t in answer.topics}
+        results = []
+        seen: set[str] = set()
+        for spec in specs:
+            topic = by_name.get(spec.name)
+            if spec.name in seen:  # as the local controller answers a name given twice
+                results.append(TopicResult(spec.name, ErrorCode.topic_already_exists,
+                                           f"Topic '{spec.name}' already exists."))
+            elif topic is None:
+                results.append(TopicResult(spec.name, ErrorCode.unknown_server_error,
+                                           "the controller's answer left this topic out"))
+            elif topic.error_code != ErrorCode.none:
+                results.append(TopicResult(spec.name, ErrorCode(topic.error_code),
+                                           topic.error_message))
+            else:
+                topic_id = getattr(topic, "topic_id", None)
+                results.append(TopicResult(
+                    spec.name, ErrorCode.none, None,
+                    topic_id if topic_id not in (None, _ZERO_UUID) else None,
+                    topic.num_partitions, topic.replication_factor))
+            seen.add(spec.name)
+        return results
+
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, Outcome]:
+        unique = list(dict.fromkeys(names))
+        body = {"topics": [{"name": n, "topic_id": _ZERO_UUID} for n in unique],
+                "timeout": self.request_timeout_ms}
+        try:
+            answer = await self._send(ApiKey.DELETE_TOPICS, body, lambda r: [
+                t.error_code for t in r.responses])
+        except KafkaError as exc:
+            return {name: (exc.code, exc.message) for name in unique}
+        results: dict[str, Outcome] = {
+            t.name: (ErrorCode(t.error_code), t.error_message) for t in answer.responses}
+        for name in unique:
+            results.setdefault(name, (ErrorCode.unknown_server_error,
+                                      "the controller's answer left this topic out"))
+        return results
+
+    async def create_partitions(self, name: str, total: int,
+                                assignments: list[list[int]] | None, *,
+                                validate_only: bool = False) -> Outcome:
+        body = {"topics": [{"name": name, "count": total, "assignments": (
+                    None if assignments is None
+                    else [{"broker_ids": list(a)} for a in assignments])}],
+                "timeout": self.request_timeout_ms, "validate_only": validate_only}
+        try:
+            answer = await self._send(ApiKey.CREATE_PARTITIONS, body, lambda r: [
+                t.error_code for t in r.results])
+        except KafkaError as exc:
+            return exc.code, exc.message
+        return _only(answer.results)
+
+    async def alter_configs(self, resource_type: int, name: str,
+                            changes: Mapping[str, str | None], *, replace: bool = False,
+                            validate_only: bool = False) -> Outcome:
+        if not replace:
+            ops = [(key, _SET if value is not None else _DELETE, value)
+                   for key, value in changes.items()]
+            return await self.incremental_alter_configs(resource_type, name, ops,
+                                                        validate_only=validate_only)
+        body = {"resources": [{"resource_type": resource_type, "resource_name": name,
+                               "configs": [{"name": k, "value": v}
+                                           for k, v in changes.items()]}],
+                "validate_only": validate_only}
+        try:
+            answer = await self._send(ApiKey.ALTER_CONFIGS, body, lambda r: [
+                t.error_code for t in r.responses])
+        except KafkaError as exc:
+            return exc.code, exc.message
+        return _only(answer.responses)
+
+    async def incremental_alter_configs(self, resource_type: int, name: str,
+                                        ops: Sequence[tuple[str, int, str | None]], *,
+                                        validate_only: bool = False) -> Outcome:
+        body = {"resources": [{"resource_type": resource_type, "resource_name": name,
+                               "configs": [{"name": k, "config_operation": op, "value": v}
+                                           for k, op, v in ops]}],
+                "validate_only": validate_only}
+        try:
+            answer = await self._send(ApiKey.INCREMENTAL_ALTER_CONFIGS, body, lambda r: [
+                t.error_code for t in r.responses])
+        except KafkaError as exc:
+            return exc.code, exc.message
+        return _only(answer.responses)
+
+    async def allocate_producer_ids(self, broker_id: int,
+                                    count: int = PRODUCER_ID_BLOCK) -> range:
+        # The controller decides the size of a block (Kafka's is 1000 too); ``count`` is what
+        # the local controller would hand out, and a block of another size is taken as is.
+        answer = await self._send(ApiKey.ALLOCATE_PRODUCER_IDS,
+                                  {"broker_id": broker_id, "broker_epoch": -1},
+                                  lambda r: [r.error_code])
+        if answer.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(answer.error_code),
+                             f"the active controller refused a block of producer ids: "
+                             f"{ErrorCode(answer.error_code).name.upper()}")
+        return range(answer.producer_id_start, answer.producer_id_start + answer.producer_id_len)
+
+    def close(self) -> None:
+        """Close the connection to the controller (the next change opens another)."""
+        self._drop()
+
+    # --- sending ---------------------------------------------------------------------------
+    async def _send(self, api_key: ApiKey, body: Mapping[str, Any],
+                    errors: Callable[[Any], list[int]]) -> Any:
+        """Send ``body`` to the active controller and return its answer, retrying while the
+        controller moves or cannot be reached; KafkaError(REQUEST_TIMED_OUT) when
+        ``request_timeout_ms`` passes first."""
+        what = api_name(api_key)
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        while True:
+            try:
+                conn = await self._connection(deadline)
+                answer = await conn.request(api_key, body, timeout_ms=_left_ms(deadline))
+                if ErrorCode.not_controller not in errors(answer):
+                    return answer
+                raise _Retry(f"{conn.describe()} answered NOT_CONTROLLER: it is no longer "
+                             f"the active controller")
+            except _Retry as exc:
+                reason = str(exc)
+            except ClientError as exc:
+                if not exc.retriable:  # the wrong peer, or one that cannot take the request
+                    self._drop()
+                    code = (exc.code if isinstance(exc, KafkaError)
+                            else ErrorCode.unsupported_version
+                            if isinstance(exc, UnsupportedVersionError)
+                            else ErrorCode.unknown_server_error)
+                    raise KafkaError(code, f"forwarding {what} to the active controller "
+                                           f"failed: {exc}") from exc
+                reason = str(exc)
+            self._drop()
+            if not await self._wait_for_retry(deadline):
+                raise KafkaError(
+                    ErrorCode.request_timed_out,
+                    f"could not forward {what} to the active controller within "
+                    f"{self.request_timeout_ms} ms: {reason}")
+            log.debug("sending %s to the active controller again: %s", what, reason)
+
+    async def _wait_for_retry(self, deadline: float) -> bool:
+        """Back off before the next attempt, less if the image names another controller
+        meanwhile; False when the deadline comes first."""
+        before = self.image.controller_id
+        until = min(deadline, time.monotonic() + self.retry_backoff_ms / 1000)
+        while time.monotonic() < until:
+            await asyncio.sleep(min(0.01, max(until - time.monotonic(), 0)))
+            if self.image.controller_id != before:
+                break
+        return time.monotonic() < deadline
+
+    async def _connection(self, deadline: float) -> BrokerConnection:
+        peer = self._active_controller()
+        async with self._connecting:
+            if self._conn is not None and self._peer == peer and self._conn.connected:
+                return self._conn
+            self._drop()
+            self._conn = await self._connect(peer, self.client_id, _left_ms(deadline))
+            self._peer = peer
+            return self._conn
+
+    def _active_controller(self) -> ControllerPeer:
+        controller_id = self.image.controller_id
+        if controller_id < 0:
+            raise _Retry("no active controller is known (the metadata names none)")
+        if controller_id == self.node_id:
+            # This broker's own controller takes its changes; sending them to itself would
+            # come back here.
+            raise _Retry(f"the metadata names this broker ({controller_id}) as the active "
+                         f"controller, but it does not run one yet")
+        registration = self.image.brokers.get(controller_id)
+        if registration is None:
+            raise _Retry(f"the active controller, broker {controller_id}, is not registered")
+        endpoint = registration.endpoint(self.listener)
+        if endpoint is None:
+            raise _Retry(f"the active controller, broker {controller_id}, has no endpoint on "
+                         f"listener {self.listener} (inter.broker.listener.name)")
+        return ControllerPeer(controller_id, endpoint.host, endpoint.port, self.listener)
+
+    @staticmethod
+    async def _open(peer: ControllerPeer, client_id: str, timeout_ms: int) -> BrokerConnection:
+        conn = BrokerConnection(peer.host, peer.port, client_id=client_id, broker=peer,
+                                request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms,
+                                software_name="moldau-broker")
+        await conn.connect()
+        return conn
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        self._conn = self._peer = None
+
+
+def _left_ms(deadline: float) -> int:
+    return max(int((deadline - time.monotonic()) * 1000), 1)
+
+
+def _topic(spec: TopicSpec) -> dict[str, Any]:
+    return {"name": spec.name, "num_partitions": spec.num_partitions,
+            "replication_factor": spec.replication_factor,
+            "assignments": [{"partition_index": p, "broker_ids": list(b)}
+                            for p, b in sorted(spec.assignments.items())],
+            "configs": [{"name": k, "value": v} for k, v in spec.configs.items()]}
+
+
+def _only(entries: Sequence[Any]) -> Outcome:
+    """The outcome of a request about one resource or topic."""
+    if len(entries) != 1:
+        return (ErrorCode.unknown_server_error,
+                f"the controller answered {len(entries)} results for one change")
+    entry = entries[0]
+    return ErrorCode(entry.error_code), entry.error_message

@@ -1,0 +1,79 @@
+"""The services of an open node: what :func:`~.startup.open_node` returns.
+
+:class:`NodeServices` holds every component of a node's state (log dirs, metadata, controller,
+partitions, groups, producer ids) and is the :class:`~.context.BrokerContext` request handlers
+see. It is frozen: the components are chosen once, when the node opens, and never swapped
+behind a handler's back. The server (:class:`~.server.Broker`) adds sockets and connections
+around it.
+
+A single node runs the active controller itself: ``controller`` is the local
+:class:`~.metadata.controller.Controller` (handlers see it only as a
+:class:`~.metadata.channel.ControllerChannel`), and the controller id the image reports is
+this node's, replayed when the node opens its metadata log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..protocol.errors import ErrorCode
+from ..storage.manager import LoadStats, LogManager
+from .config.loader import BrokerConfig
+from .group.coordinator import GroupCoordinator
+from .metadata.channel import ControllerChannel, TopicSpec
+from .metadata.controller import Controller
+from .metadata.image import MetadataImage
+from .metadata.log import MetadataLog
+from .producer_ids import ProducerIdManager
+from .replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, eq=False)
+class NodeServices:
+    """A node's components, opened and wired together (a :class:`BrokerContext`)."""
+
+    config: BrokerConfig
+    cluster_id: str
+    image: MetadataImage
+    log_manager: LogManager
+    load_stats: LoadStats
+    metadata_log: MetadataLog
+    controller: Controller
+    replica_manager: ReplicaManager
+    group_coordinator: GroupCoordinator
+    producer_ids: ProducerIdManager
+    time_ms: Callable[[], int]
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    @property
+    def controller_id(self) -> int:
+        return self.image.controller_id
+
+    async def next_producer_id(self) -> int:
+        return await self.producer_ids.next_id()
+
+    async def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
+        return await auto_create_topics(self.controller, names)
+
+
+async def auto_create_topics(controller: ControllerChannel,
+                             names: list[str]) -> dict[str, ErrorCode]:
+    """Create topics a client asked for (``auto.create.topics.enable``) with the broker's
+    defaults; the error of each topic that could not be created."""
+    results = await controller.create_topics([TopicSpec(name) for name in names])
+    failed: dict[str, ErrorCode] = {}
+    for result in results:
+        if result.error:
+            failed[result.name] = result.error
+            log.info("auto-creation of topic %s failed: %s", result.name, result.message)
+        else:
+            log.info("auto-created topic %s with %d partitions", result.name,
+                     result.num_partitions)
+    return failed
