@@ -51,12 +51,17 @@ class TransactionFailed(KazooException):
         super().__init__(f"ZooKeeper transaction failed: {self.cause!r} (results {self.results})")
 
 
+def _stop_and_close(client: KazooClient) -> None:
+    client.stop()
+    client.close()
+
+
 class AsyncZooKeeper:
     """One ZooKeeper session (a :class:`kazoo.client.KazooClient`) used from an asyncio loop.
 
-    ``hosts`` is a ``zookeeper.connect`` string (``h1:2181,h2:2181/chroot``); the chroot is
-    not created by kazoo (see :meth:`ensure_chroot`). ``session_timeout_ms`` is what the client
-    asks for; the server may lower or raise it within its min/max session timeout.
+    ``hosts`` is a ``zookeeper.connect`` string (``h1:2181,h2:2181/chroot``).
+    ``session_timeout_ms`` is what the client asks for; the server may lower or raise it
+    within its min/max session timeout.
     """
 
     def __init__(self, hosts: str, *, session_timeout_ms: int = 18000,
@@ -74,29 +79,36 @@ class AsyncZooKeeper:
             raise RuntimeError("AsyncZooKeeper is not started: await start() first")
         return self._loop
 
-    async def start(self, timeout: float = 15.0) -> None:
+    async def start(self, timeout: float = 15.0, *, create_chroot: bool = True) -> None:
         """Connect (in a worker thread: kazoo's ``start`` blocks); raises kazoo's
-        ``KazooTimeoutError`` if no server answered within ``timeout`` seconds."""
+        ``KazooTimeoutError`` if no server answered within ``timeout`` seconds.
+
+        A missing chroot is created first, as Kafka does, by a short session without the
+        chroot (kazoo does not create it; every path under a missing chroot would fail with
+        ``NoNodeError``)."""
         self._loop = asyncio.get_running_loop()
 
-        def start_or_clean_up() -> None:
+        def start_or_clean_up(client: KazooClient) -> None:
             try:
-                self.client.start(timeout)
+                client.start(timeout)
             except BaseException:
                 # a failed start leaves kazoo's connection thread retrying forever
-                self.client.stop()
-                self.client.close()
+                client.stop()
+                client.close()
                 raise
 
-        await asyncio.to_thread(start_or_clean_up)
+        if create_chroot and self.client.chroot:
+            root = KazooClient(hosts=self.hosts.split("/", 1)[0])
+            await asyncio.to_thread(start_or_clean_up, root)
+            try:
+                await asyncio.to_thread(root.ensure_path, self.client.chroot)
+            finally:
+                await asyncio.to_thread(_stop_and_close, root)
+        await asyncio.to_thread(start_or_clean_up, self.client)
 
     async def stop(self) -> None:
         """End the session (its ephemeral znodes go at once) and release kazoo's threads."""
-        def stop_and_close() -> None:
-            self.client.stop()
-            self.client.close()
-
-        await asyncio.to_thread(stop_and_close)
+        await asyncio.to_thread(_stop_and_close, self.client)
         for task in list(self._tasks):
             task.cancel()
 
@@ -235,12 +247,6 @@ class AsyncZooKeeper:
     async def ensure_path(self, path: str) -> None:
         """Create ``path`` and its missing parents (empty data); no error if it exists."""
         await self._future(self.client.ensure_path_async(path))
-
-    async def ensure_chroot(self) -> None:
-        """Create the connect string's chroot if it is missing, as Kafka does (kazoo will not:
-        every path under a missing chroot fails with ``NoNodeError``)."""
-        if self.client.chroot:
-            await self.ensure_path("/")
 
     def transaction(self) -> TransactionRequest:
         """A multi-op to fill (``check``, ``create``, ``set_data``, ``delete``) and pass to
