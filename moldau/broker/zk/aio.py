@@ -21,6 +21,10 @@ Watches are ZooKeeper's one-shot watches (kazoo 2.11 has no persistent watches):
 as Kafka's controller does. When the session expires kazoo fires every pending watch with an
 event of type ``NONE`` (state ``EXPIRED_SESSION``): ephemeral znodes (the broker's registration,
 ``/controller``) are gone and everything must be re-read and re-created.
+
+While the connection is down kazoo holds new requests until it reconnects: an awaited
+operation neither fails nor times out by itself (with no quorum, forever). Bound waits with
+:meth:`AsyncZooKeeper.until_connected` (``deadline_s``) or ``asyncio.wait_for``.
 """
 
 from __future__ import annotations
@@ -28,16 +32,28 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient, KazooState, TransactionRequest
-from kazoo.exceptions import KazooException, RolledBackError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    OperationTimeoutError,
+    RolledBackError,
+)
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
+from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: How kazoo reconnects: forever, 0.1 s doubling to at most 1 s between rounds over the hosts
+#: (ZooKeeper's own Java client waits up to 1 s). kazoo's default lets the wait grow to an
+#: hour, so a broker would stay away long after its ZooKeeper came back.
+RECONNECT = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1.0}
 
 
 class TransactionFailed(KazooException):
@@ -67,7 +83,8 @@ class AsyncZooKeeper:
     def __init__(self, hosts: str, *, session_timeout_ms: int = 18000,
                  client: KazooClient | None = None) -> None:
         self.hosts = hosts
-        self.client = client or KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000)
+        self.client = client or KazooClient(hosts=hosts, timeout=session_timeout_ms / 1000,
+                                            connection_retry=KazooRetry(**RECONNECT))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -247,6 +264,36 @@ class AsyncZooKeeper:
     async def ensure_path(self, path: str) -> None:
         """Create ``path`` and its missing parents (empty data); no error if it exists."""
         await self._future(self.client.ensure_path_async(path))
+
+    async def until_connected(self, operation: Callable[..., Awaitable[T]], *args: Any,
+                              deadline_s: float | None = None, **kwargs: Any) -> T:
+        """``await operation(*args, **kwargs)`` until it succeeds while the session lives —
+        Kafka's ``retryRequestUntilConnected`` — or until ``deadline_s`` seconds passed
+        (then ``OperationTimeoutError``).
+
+        While the connection is down (``SUSPENDED``) kazoo holds a new request until it has
+        reconnected: it neither fails nor times out, so only the deadline bounds the wait. A
+        request in flight when the connection drops fails with ``ConnectionLoss`` and is sent
+        again. ``SessionExpiredError`` is raised at once: the session and its ephemeral znodes
+        are gone. Two consequences for callers: a ``create`` retried after ``ConnectionLoss``
+        may meet its own znode (``NodeExistsError``), and a request given up at the deadline
+        may still be applied after a reconnect — give up only on conditional writes (a znode
+        version or the controller epoch checked), which cannot apply late by surprise."""
+        deadline = None if deadline_s is None else time.monotonic() + deadline_s
+        delay = 0.05
+        while True:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                return await asyncio.wait_for(operation(*args, **kwargs), remaining)
+            except TimeoutError as exc:
+                raise OperationTimeoutError(
+                    f"ZooKeeper did not answer within {deadline_s} s (state {self.state}); "
+                    f"check that a quorum of {self.hosts} is up") from exc
+            except (ConnectionLoss, OperationTimeoutError):
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
 
     def transaction(self) -> TransactionRequest:
         """A multi-op to fill (``check``, ``create``, ``set_data``, ``delete``) and pass to

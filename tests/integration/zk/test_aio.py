@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError, OperationTimeoutError
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType
+from kazoo.retry import KazooRetry
 
-from moldau.broker.zk.aio import AsyncZooKeeper, TransactionFailed
+from moldau.broker.zk.aio import RECONNECT, AsyncZooKeeper, TransactionFailed
 from moldau.testing.processes import closed_port
+from moldau.testing.zookeeper import ZooKeeperEnsemble
 
 
 def _run(connect: str, body: Callable[[AsyncZooKeeper], Awaitable[Any]],
@@ -164,3 +166,37 @@ def test_callbacks_after_the_loop_closed_are_dropped(zookeeper_connect: str) -> 
     _run(zookeeper_connect, body)
     holder["wrapped"]("late")  # as kazoo's thread would, after asyncio.run closed the loop
     assert "called" not in holder
+
+
+def test_until_connected_rides_out_the_death_of_the_ensemble_leader(
+        zookeeper_ensemble: ZooKeeperEnsemble, zookeeper_chroot: str) -> None:
+    ensemble = zookeeper_ensemble
+    leader = ensemble.leader()
+    others = [n for n in ensemble.nodes if n is not leader]
+    hosts = ",".join(n.address for n in [leader, *others]) + zookeeper_chroot
+
+    async def main() -> None:
+        # leader first and no shuffling: the connection dies with the leader
+        zk = AsyncZooKeeper(hosts, client=KazooClient(
+            hosts=hosts, timeout=10.0, randomize_hosts=False,
+            connection_retry=KazooRetry(**RECONNECT)))
+        await zk.start(30)
+        try:
+            await zk.create("/brokers/ids/1", b"{}", ephemeral=True, makepath=True)
+            session = zk.session_id
+            ensemble.kill_node(leader)
+            stat = await zk.until_connected(zk.set, "/brokers/ids/1", b'{"v":1}', version=0,
+                                            deadline_s=30)
+            assert stat.version == 1
+            assert zk.session_id == session
+            # no quorum left: kazoo holds the request without failing it; the deadline ends
+            # the wait with an error that says what to check
+            ensemble.stop_node(others[0])
+            started = time.monotonic()
+            with pytest.raises(OperationTimeoutError, match="quorum"):
+                await zk.until_connected(zk.set, "/brokers/ids/1", b"{}", deadline_s=2)
+            assert time.monotonic() - started < 15
+        finally:
+            await zk.stop()
+
+    asyncio.run(main())
