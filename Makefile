@@ -24,7 +24,7 @@ $(TEST_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@
 
-## Test clients that do not come from PyPI: Debian's kcat and npm's kafkajs.
+## Test clients that do not come from PyPI: Debian's kcat and zookeeper, npm's kafkajs.
 test-deps: $(TEST_STAMP)
 	$(BIN)/python -m moldau.testing.install_clients
 

@@ -1,5 +1,6 @@
 """Install the test clients that do not come from PyPI: Debian's kcat (and the network tools
-the namespace tests use) and npm's kafkajs with its codec plugins.
+the namespace tests use), Debian's zookeeper (the real ZooKeeper cluster tests run, see
+``moldau.testing.zookeeper``) and npm's kafkajs with its codec plugins.
 
 Run by ``make test`` (``python -m moldau.testing.install_clients``). Each tool is installed only
 when missing. Failing to install is an error with a message that says what to do: the suite
@@ -17,7 +18,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 JS_DIR = ROOT / "tests" / "compat" / "js"
-DEBIAN_PACKAGES = {"kcat": "kcat", "ip": "iproute2", "nft": "nftables"}
+DEBIAN_PACKAGES = {"kcat": "kcat", "ip": "iproute2", "nft": "nftables",
+                   "java": "default-jre-headless"}
+#: Packages that put nothing on PATH, found by a file they install. ``zookeeper`` brings the
+#: SLF4J/log4j jars the server is started with (and a Java runtime).
+DEBIAN_FILES = {"/usr/share/java/zookeeper.jar": "zookeeper",
+                "/usr/share/java/slf4j-log4j12.jar": "zookeeper",
+                "/usr/share/java/log4j-1.2.jar": "zookeeper",
+                "/usr/share/zookeeper/bin/zkCli.sh": "zookeeper"}
 
 
 def _run(cmd: list[str], **kwargs: object) -> None:
@@ -27,6 +35,8 @@ def _run(cmd: list[str], **kwargs: object) -> None:
 
 def install_debian() -> None:
     missing = [pkg for tool, pkg in DEBIAN_PACKAGES.items() if shutil.which(tool) is None]
+    missing += [pkg for path, pkg in DEBIAN_FILES.items() if not Path(path).exists()]
+    missing = list(dict.fromkeys(missing))
     if not missing:
         return
     if shutil.which("apt-get") is None:
