@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -27,12 +27,12 @@ from moldau.broker.metadata.records import (
     TOPIC_RESOURCE,
     BrokerEndpoint,
     ControllerChangeRecord,
-    MetadataRecord,
     RegisterBrokerRecord,
 )
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.errors import KafkaError
+from moldau.testing.metadata_store import ListStore
 from moldau.testing.processes import closed_port
 from moldau.testing.runner import BrokerProcess, InProcessBroker
 from moldau.wire.connection import BrokerConnection
@@ -56,13 +56,6 @@ def channel(image: MetadataImage, timeout_ms: int = 10_000) -> ForwardingControl
                                        request_timeout_ms=timeout_ms, retry_backoff_ms=20)
 
 
-class ListStore:
-    def __init__(self) -> None:
-        self.records: list[MetadataRecord] = []
-
-    async def append(self, records: Sequence[MetadataRecord]) -> int:
-        self.records.extend(records)
-        return len(self.records) - 1
 
 
 async def _script(controller: ControllerChannel) -> list[Any]:

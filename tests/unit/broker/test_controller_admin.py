@@ -32,19 +32,9 @@ from moldau.broker.metadata.validation import (
     validate_manual_assignment,
 )
 from moldau.protocol.errors import ErrorCode
+from moldau.testing.metadata_store import ListStore
 
 from .sync_controller import SyncController
-
-
-class ListStore:
-    """The metadata log kept in a list (the durable store is the lead's)."""
-
-    def __init__(self) -> None:
-        self.records: list[MetadataRecord] = []
-
-    async def append(self, records: Sequence[MetadataRecord]) -> int:
-        self.records.extend(records)
-        return len(self.records) - 1
 
 
 @pytest.fixture

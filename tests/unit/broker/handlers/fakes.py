@@ -28,7 +28,6 @@ from moldau.broker.metadata.image import MetadataImage
 from moldau.broker.metadata.records import (
     BrokerEndpoint,
     ControllerChangeRecord,
-    MetadataRecord,
 )
 from moldau.broker.producer_ids import ProducerIdManager
 from moldau.broker.replica_manager import ReplicaManager
@@ -39,20 +38,12 @@ from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages import decode_response, encode_request, request_schema
 from moldau.storage.config import LogConfig
 from moldau.storage.manager import LogManager
+from moldau.testing.metadata_store import ListStore
 from moldau.testing.runner import default_settings
 
 CORRELATION_ID = 7
 
 
-class ListStore:
-    """The metadata store kept in a list."""
-
-    def __init__(self) -> None:
-        self.records: list[MetadataRecord] = []
-
-    async def append(self, records: Sequence[MetadataRecord]) -> int:
-        self.records.extend(records)
-        return len(self.records) - 1
 
 
 def endpoints(broker_id: int, listeners: Sequence[str]) -> list[BrokerEndpoint]:
