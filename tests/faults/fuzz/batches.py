@@ -104,7 +104,14 @@ def _decompress(codec: int, raw: bytes, limit: int) -> bytes:
         declared = zstandard.frame_content_size(raw)
         if declared > limit:
             raise OverflowError
+        # A frame may omit its content size (declared -1): read at most limit + 1 bytes, as
+        # the broker does, or a mutated frame of zeros can decompress to tens of GiB in the
+        # driver (seen: the short run OOM-killed at 22 GiB RSS).
         dz = zstandard.ZstdDecompressor().decompressobj()
+        reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=False)
+        out = reader.read(limit + 1)
+        if len(out) > limit:
+            raise OverflowError
         out = dz.decompress(raw)
         if not dz.eof or dz.unused_data:
             raise _Bad("zstd frame is truncated or followed by other bytes")
@@ -115,10 +122,26 @@ def _decompress(codec: int, raw: bytes, limit: int) -> bytes:
     return out
 
 
+def _snappy_block(raw: bytes) -> bytes:
+    # A raw snappy block starts with its uncompressed length (uvarint); cramjam allocates
+    # what it declares, so a mutated length could ask for up to 4 GiB per block.
+    declared, shift = 0, 0
+    for i, b in enumerate(raw[:5]):
+        declared |= (b & 0x7F) << shift
+        shift += 7
+        if b < 0x80:
+            break
+        if i == 4:
+            raise _Bad("snappy length varint is too long")
+    if declared > ORACLE_MAX_DECOMPRESSED:
+        raise OverflowError
+    return bytes(cramjam.snappy.decompress_raw(raw))
+
+
 def _snappy(raw: bytes) -> bytes:
     magic = b"\x82SNAPPY\x00"
     if not raw.startswith(magic):
-        return bytes(cramjam.snappy.decompress_raw(raw))
+        return _snappy_block(raw)
     pos, out = 16, []
     while pos < len(raw):
         if pos + 4 > len(raw):
@@ -126,7 +149,7 @@ def _snappy(raw: bytes) -> bytes:
         (n,) = _I32.unpack_from(raw, pos)
         if n < 0 or pos + 4 + n > len(raw):
             raise _Bad("xerial snappy block runs past the payload")
-        out.append(bytes(cramjam.snappy.decompress_raw(raw[pos + 4 : pos + 4 + n])))
+        out.append(_snappy_block(raw[pos + 4 : pos + 4 + n]))
         pos += 4 + n
     return b"".join(out)
 
