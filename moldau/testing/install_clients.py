@@ -19,7 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 JS_DIR = ROOT / "tests" / "compat" / "js"
 DEBIAN_PACKAGES = {"kcat": "kcat", "ip": "iproute2", "nft": "nftables",
-                   "java": "default-jre-headless"}
+                   "java": "default-jre-headless",
+                   # tests/unit/protocol/test_properties.py runs a .java source file against
+                   # java.util.Properties: source launch needs the compiler (a JDK).
+                   "javac": "default-jdk-headless"}
 #: Packages that put nothing on PATH, found by a file they install. ``zookeeper`` brings the
 #: SLF4J/log4j jars the server is started with (and a Java runtime).
 DEBIAN_FILES = {"/usr/share/java/zookeeper.jar": "zookeeper",

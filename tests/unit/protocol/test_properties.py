@@ -179,8 +179,10 @@ def test_dump_round_trips(items: dict[str, str]) -> None:
 @pytest.fixture(scope="module")
 def java(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     """Java's output for every case (JAVADOC, CASES, then the DUMP_CASES store lines)."""
-    if shutil.which("java") is None:
-        pytest.skip("no java on PATH: the comparison with java.util.Properties needs a JDK")
+    if shutil.which("javac") is None:
+        pytest.fail("no JDK on PATH (javac): the comparison with java.util.Properties runs a "
+                    ".java source file; `make test` installs default-jdk-headless, or run "
+                    "`sudo apt-get install default-jdk-headless`")
     work = tmp_path_factory.mktemp("java-props")
     (work / "PropsCheck.java").write_text(JAVA_PROGRAM)
     files = []
