@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from .layout import (
     CONFIG_CHANGES,
@@ -161,44 +161,42 @@ def _partitions_from(obj: Mapping[str, Any], what: str) -> tuple[TopicPartition,
 
 
 @dataclass(frozen=True)
-class IsrChangeNotification:
+class _PartitionList:
+    """A znode holding ``{"version":1,"partitions":[{"topic":...,"partition":...}]}``;
+    ``_WHAT`` names it in format errors."""
+
+    _WHAT: ClassVar[str]
+    partitions: tuple[TopicPartition, ...]
+    version: int = 1
+
+    def to_json(self) -> bytes:
+        return dumps({"version": self.version, "partitions": _partitions_json(self.partitions)})
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Self:
+        obj = loads_object(data, cls._WHAT)
+        return cls(_partitions_from(obj, cls._WHAT), get_int(obj, "version", cls._WHAT, 1))
+
+
+@dataclass(frozen=True)
+class IsrChangeNotification(_PartitionList):
     """``/isr_change_notification/isr_change_NNNNNNNNNN`` (persistent sequential; a leader
     that changed an ISR writes it, the controller reads, propagates and deletes it; Kafka
     2.7+ uses AlterPartition instead)::
 
         {"version":1,"partitions":[{"topic":"orders","partition":0}]}"""
 
-    partitions: tuple[TopicPartition, ...]
-    version: int = 1
-
-    def to_json(self) -> bytes:
-        return dumps({"version": self.version, "partitions": _partitions_json(self.partitions)})
-
-    @classmethod
-    def from_json(cls, data: bytes) -> IsrChangeNotification:
-        obj = loads_object(data, ISR_CHANGE_NOTIFICATION)
-        return cls(_partitions_from(obj, ISR_CHANGE_NOTIFICATION),
-                   get_int(obj, "version", ISR_CHANGE_NOTIFICATION, 1))
+    _WHAT: ClassVar[str] = ISR_CHANGE_NOTIFICATION
 
 
 @dataclass(frozen=True)
-class PreferredReplicaElection:
+class PreferredReplicaElection(_PartitionList):
     """``/admin/preferred_replica_election`` (persistent; written by the admin tool, deleted
     by the controller once done; the ElectLeaders API replaced it in 2.4)::
 
         {"version":1,"partitions":[{"topic":"orders","partition":0}]}"""
 
-    partitions: tuple[TopicPartition, ...]
-    version: int = 1
-
-    def to_json(self) -> bytes:
-        return dumps({"version": self.version, "partitions": _partitions_json(self.partitions)})
-
-    @classmethod
-    def from_json(cls, data: bytes) -> PreferredReplicaElection:
-        obj = loads_object(data, PREFERRED_REPLICA_ELECTION)
-        return cls(_partitions_from(obj, PREFERRED_REPLICA_ELECTION),
-                   get_int(obj, "version", PREFERRED_REPLICA_ELECTION, 1))
+    _WHAT: ClassVar[str] = PREFERRED_REPLICA_ELECTION
 
 
 @dataclass(frozen=True)
