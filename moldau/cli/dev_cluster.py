@@ -93,12 +93,16 @@ def _check(args: argparse.Namespace) -> str | None:
 
 def describe(cluster: LocalCluster, out: TextIO) -> None:
     """Print ZooKeeper, every broker's listeners and the bootstrap string."""
-    where = cluster.zookeeper.node(1).node_dir if cluster.zookeeper is not None else None
-    print(f"ZooKeeper   {cluster.zookeeper_connect}"
-          + (f"   (data and log in {where})" if where else "   (existing)"), file=out)
+    if cluster.zookeeper is not None:
+        zk_node = cluster.zookeeper.node(1)
+        print(f"ZooKeeper   {cluster.zookeeper_connect}   (pid {zk_node.pid}; data and log in "
+              f"{zk_node.node_dir})", file=out)
+    else:
+        print(f"ZooKeeper   {cluster.zookeeper_connect}   (already running)", file=out)
     for broker_id, node in sorted(cluster.brokers.items()):
         endpoints = ",".join(f"{name}://{node.address(name)}" for name in node.spec.listeners)
-        print(f"broker {broker_id}    {endpoints}   (log {node.log_path})", file=out)
+        print(f"broker {broker_id}    {endpoints}   (pid {node.pid}; log {node.log_path})",
+              file=out)
     print(f"bootstrap.servers={cluster.bootstrap()}", file=out)
     controller = cluster.controller_id()
     if controller is not None:
