@@ -126,9 +126,6 @@ class ReplicaManager:
         # Partitions hosted here whose log could not be opened or created: why not.
         self.offline: dict[tuple[str, int], str] = {}
         self.purgatory = Purgatory()
-        # Why this broker may not act as a leader now (its ZooKeeper session expired and it
-        # has not registered again); None when it may.
-        self.fenced: str | None = None
 
     # --- metadata ------------------------------------------------------------------------
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -286,8 +283,6 @@ class ReplicaManager:
         if topic in INTERNAL_TOPICS and not internal:
             return ProduceOutcome(ErrorCode.invalid_topic_exception,
                                   f"Cannot append to internal topic {topic}")
-        if self.fenced is not None:
-            return ProduceOutcome(ErrorCode.not_leader_or_follower, self.fenced)
         partition = self.partitions.get((topic, index))
         if partition is None:
             offline = self.offline.get((topic, index))
@@ -399,8 +394,7 @@ class ReplicaManager:
                     entries.append(FetchPartitionData(t.partition, error))
                     continue
                 error = partition.check_leader_epoch(t.current_leader_epoch)
-                if error == ErrorCode.none and (not partition.is_leader
-                                                or self.fenced is not None):
+                if error == ErrorCode.none and not partition.is_leader:
                     error = ErrorCode.not_leader_or_follower
                 if error != ErrorCode.none:
                     has_error = True

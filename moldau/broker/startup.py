@@ -198,10 +198,10 @@ def fence_with(cluster: ZkBrokerNode, replicas: ReplicaManager) -> None:
     registered again): produce and fetch answer NOT_LEADER_OR_FOLLOWER meanwhile."""
 
     def fenced(reason: str) -> None:
-        replicas.fenced = reason
+        replicas.set_fenced(True)
 
     def unfenced() -> None:
-        replicas.fenced = None
+        replicas.set_fenced(False)
 
     cluster.on_fenced.append(fenced)
     cluster.on_unfenced.append(unfenced)
