@@ -22,6 +22,7 @@ Left out: ACL checks, and the topic-level ``error_code`` 13 of v13's top level s
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -46,6 +47,22 @@ def broker_entries(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
             entries.append({"node_id": registration.broker_id, "host": endpoint.host,
                             "port": endpoint.port, "rack": registration.rack})
     return entries
+
+
+def leader_endpoints(image: MetadataImage, leaders: Iterable[int],
+                     listener: str) -> list[tuple[int, str, int, str | None]]:
+    """KIP-951 ``NodeEndpoints`` of Produce / Fetch answers: (node id, host, port, rack) of
+    each live broker among ``leaders`` with its endpoint on ``listener`` (others are left out,
+    as from Metadata)."""
+    nodes = []
+    for broker_id in sorted(set(leaders)):
+        registration = image.brokers.get(broker_id)
+        if registration is None or registration.fenced:
+            continue
+        endpoint = registration.endpoint(listener)
+        if endpoint is not None:
+            nodes.append((broker_id, endpoint.host, endpoint.port, registration.rack))
+    return nodes
 
 
 def topic_entry(image: MetadataImage, name: str, listener: str, version: int,
