@@ -196,7 +196,7 @@ def test_expired_session_fences_the_broker_until_it_registers_again(
     with Wire(broker.port()) as wire:
         answer = produce(wire, "fenced", 0, batch)
         assert answer["error_code"] == ErrorCode.not_leader_or_follower
-        assert "session expired" in (answer["error_message"] or "")
+        assert "Broker 1 is fenced" in (answer["error_message"] or "")
     wait_for(lambda: "broker.id 1 is already registered by a live broker" in broker.log_text(),
              30, "the broker to find its id taken")
 
