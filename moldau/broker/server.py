@@ -1,10 +1,13 @@
 """The broker process: the node's services plus the asyncio listeners and connections.
 
-Start-up order: open the node (:func:`~.startup.open_node`: log dirs, recovering logs after a
-crash, the metadata log replayed into the image, the partitions it hosts, the group
-coordinator), bind the listeners (port 0 picks a free port; the advertised port follows),
-register this broker with its advertised endpoints, then start serving. Shutdown reverses it
-and leaves a clean-shutdown marker so the next start skips recovery.
+Start-up order: in cluster mode (``zookeeper.connect``) connect to ZooKeeper first
+(:class:`~.zk.node.ZkBrokerNode`: chroot, cluster id); open the node
+(:func:`~.startup.open_node`: log dirs, recovering logs after a crash, the metadata log
+replayed into the image, the partitions it hosts, the group coordinator), bind the listeners
+(port 0 picks a free port; the advertised port follows), register this broker with its
+advertised endpoints (in cluster mode also as the ephemeral ``/brokers/ids/<id>``; a live
+broker with the same id stops start-up), then start serving. Shutdown reverses it and leaves
+a clean-shutdown marker so the next start skips recovery.
 
 Handlers never see this object: connections hand them :attr:`Broker.context`, the node's
 :class:`~.services.NodeServices`.
@@ -29,6 +32,7 @@ from .metadata.records import BrokerEndpoint
 from .replica_manager import ReplicaManager
 from .services import NodeServices
 from .startup import close_node, housekeeping, open_node
+from .zk.node import ZkBrokerNode
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,7 @@ class Broker:
         self.node_id = config.node_id
         self.time_ms = time_ms or (lambda: int(time.time() * 1000))
         self.services: NodeServices | None = None
+        self.cluster: ZkBrokerNode | None = None
         self._closed = False
         self.connections: set[KafkaConnection] = set()
         self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
@@ -82,7 +87,8 @@ class Broker:
 
     @property
     def controller(self) -> Controller:
-        return self.context.controller
+        """This process's controller (active or not, in a cluster)."""
+        return self.context.local_controller
 
     @property
     def replica_manager(self) -> ReplicaManager:
@@ -90,7 +96,13 @@ class Broker:
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        self.services = await open_node(self.config, time_ms=self.time_ms)
+        if self.config.cluster_mode:
+            # Kafka's order: ZooKeeper first (the cluster id decides whether the log dirs
+            # may be used), registration once the listeners are bound.
+            self.cluster = ZkBrokerNode(self.config)
+            await self.cluster.connect()
+        self.services = await open_node(self.config, time_ms=self.time_ms,
+                                        cluster=self.cluster)
         self.spawn(housekeeping(self.services))
         await self._bind_listeners()
         await self._register()
@@ -137,8 +149,13 @@ class Broker:
         return result
 
     async def _register(self) -> None:
-        await self.context.controller.register_broker(
-            self.node_id, self.advertised_endpoints(), self.config["broker.rack"])
+        endpoints = self.advertised_endpoints()
+        rack = self.config["broker.rack"]
+        if self.cluster is not None:
+            await self.cluster.register(endpoints, rack)
+        # TODO(i12-controller): in a cluster the image learns registrations from
+        # /brokers/ids; until that sync is wired in, the local controller records this one.
+        await self.context.local_controller.register_broker(self.node_id, endpoints, rack)
 
     def bound_port(self, listener: str | None = None) -> int:
         for b in self.bound:
@@ -221,6 +238,9 @@ class Broker:
         if self.services is not None and not self._closed:
             self._closed = True
             await close_node(self.services)
+        if self.cluster is not None:
+            # Last: the registration disappears once the logs are closed cleanly.
+            await self.cluster.close()
         self._stopped.set()
         log.info("[MoldauServer id=%s] shut down completed", self.node_id)
 

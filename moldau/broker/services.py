@@ -10,6 +10,13 @@ A single node runs the active controller itself: ``controller`` is the local
 :class:`~.metadata.controller.Controller` (handlers see it only as a
 :class:`~.metadata.channel.ControllerChannel`), and the controller id the image reports is
 this node's, replayed when the node opens its metadata log.
+
+A broker of a ZooKeeper cluster (``zookeeper.connect``) has ``cluster``, its
+:class:`~.zk.node.ZkBrokerNode` (session, cluster id, registration, fencing), and its
+``controller`` is an :class:`~.metadata.selection.ActiveControllerChannel`: the local
+controller while the image names this broker the active one, else a
+:class:`~.metadata.forwarding.ForwardingControllerChannel` to the one it names.
+``local_controller`` is this process's controller either way (tools and tests inspect it).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..protocol.errors import ErrorCode
 from ..storage.manager import LoadStats, LogManager
@@ -26,8 +34,12 @@ from .metadata.channel import ControllerChannel, TopicSpec
 from .metadata.controller import Controller
 from .metadata.image import MetadataImage
 from .metadata.log import MetadataLog
+from .metadata.selection import ActiveControllerChannel
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from .zk.node import ZkBrokerNode
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +54,13 @@ class NodeServices:
     log_manager: LogManager
     load_stats: LoadStats
     metadata_log: MetadataLog
-    controller: Controller
+    controller: Controller | ActiveControllerChannel
+    local_controller: Controller
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     producer_ids: ProducerIdManager
     time_ms: Callable[[], int]
+    cluster: ZkBrokerNode | None = None
 
     @property
     def node_id(self) -> int:

@@ -1,7 +1,8 @@
 """Opening and closing a node's state, and its periodic housekeeping.
 
 Open (:func:`open_node`, which returns the node's :class:`~.services.NodeServices`): check or
-write ``meta.properties`` in every log dir (cluster id, node id), load every partition log
+write ``meta.properties`` in every log dir (cluster id, node id; a cluster node takes the
+cluster id from ZooKeeper and refuses log dirs of another cluster), load every partition log
 (recovering after a crash; skipped after a clean shutdown) in a worker thread, replay
 ``__cluster_metadata`` into the image, create the controller and the replica manager,
 reconcile the partitions this node hosts and start the group coordinator. Close
@@ -50,12 +51,15 @@ from .group.coordinator import GroupCoordinator
 from .group.service import start_group_coordinator
 from .metadata.configs import effective_topic_config
 from .metadata.controller import Controller
+from .metadata.forwarding import ForwardingControllerChannel
 from .metadata.image import MetadataImage
 from .metadata.log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC, MetadataLog
 from .metadata.records import ControllerChangeRecord
+from .metadata.selection import ActiveControllerChannel
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .services import NodeServices
+from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +105,23 @@ def _wall_clock_ms() -> int:
 
 
 async def open_node(config: BrokerConfig, *,
-                    time_ms: Callable[[], int] = _wall_clock_ms) -> NodeServices:
+                    time_ms: Callable[[], int] = _wall_clock_ms,
+                    cluster: ZkBrokerNode | None = None) -> NodeServices:
     """Open a node's state from its log dirs and wire its components together. The caller
-    runs :func:`housekeeping` while the node is open and :func:`close_node` at the end."""
+    runs :func:`housekeeping` while the node is open and :func:`close_node` at the end.
+
+    ``cluster`` (a broker of a ZooKeeper cluster) is connected already: the cluster id comes
+    from its ``/cluster/id``."""
     log_dirs = [str(d) for d in config.log_dirs]
     key = log_dirs_key(config)
     for log_dir in log_dirs:
         prepare_log_dir(log_dir, key)
+    if cluster is not None:
+        cluster_id = await cluster.cluster_id()
+        check_log_dirs_cluster_id(log_dirs, cluster_id, cluster.connect_string)
     try:
-        cluster_id = _cluster_id(config, log_dirs)
+        if cluster is None:
+            cluster_id = _cluster_id(config, log_dirs)
         ensure_meta_properties(log_dirs, config.node_id, cluster_id)
     except MetaPropertiesError as exc:
         raise LogDirError(f"{exc} (log dirs from {key}: {', '.join(log_dirs)})") from exc
@@ -130,7 +142,7 @@ async def open_node(config: BrokerConfig, *,
              stats.batches_scanned, stats.bytes_truncated)
     check_descriptor_limit(len(manager.all_logs()))
     try:
-        return _open_components(config, cluster_id, image, manager, stats, time_ms)
+        return _open_components(config, cluster_id, image, manager, stats, time_ms, cluster)
     except BaseException:
         # Nothing stays open behind a failed start.
         await _in_thread(manager.shutdown)
@@ -138,13 +150,15 @@ async def open_node(config: BrokerConfig, *,
 
 
 def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage,
-                     manager: LogManager, stats: Any, time_ms: Callable[[], int]
-                     ) -> NodeServices:
+                     manager: LogManager, stats: Any, time_ms: Callable[[], int],
+                     cluster: ZkBrokerNode | None) -> NodeServices:
     node_id = config.node_id
     metadata_log = MetadataLog(manager.get_or_create_log(METADATA_TOPIC, 0), time_ms)
     replayed = metadata_log.replay_into(image)
     log.info("replayed %d metadata records", replayed)
     # This node runs the controller of its own metadata log (not a stored record).
+    # TODO(i12-controller): a cluster node takes the controller id from /controller and its
+    # controller's store is ZooKeeper; until that is wired in, each broker controls itself.
     image.replay(ControllerChangeRecord(node_id, metadata_log.leader_epoch))
     controller = Controller(
         image, metadata_log,
@@ -164,11 +178,33 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
     groups = start_group_coordinator(config, node_id=node_id, image=image, replicas=replicas,
                                      time_ms=time_ms)
     follow_metadata(controller, groups=groups)
+    channel: Controller | ActiveControllerChannel = controller
+    if cluster is not None:
+        channel = ActiveControllerChannel(
+            node_id=node_id, image=image, local=controller,
+            remote=ForwardingControllerChannel(
+                node_id=node_id, image=image,
+                listener=config.listeners.inter_broker_listener))
+        fence_with(cluster, replicas)
     return NodeServices(
         config=config, cluster_id=cluster_id, image=image, log_manager=manager,
-        load_stats=stats, metadata_log=metadata_log, controller=controller,
-        replica_manager=replicas, group_coordinator=groups,
-        producer_ids=ProducerIdManager(node_id, controller), time_ms=time_ms)
+        load_stats=stats, metadata_log=metadata_log, controller=channel,
+        local_controller=controller, replica_manager=replicas, group_coordinator=groups,
+        producer_ids=ProducerIdManager(node_id, channel), time_ms=time_ms, cluster=cluster)
+
+
+def fence_with(cluster: ZkBrokerNode, replicas: ReplicaManager) -> None:
+    """Stop acting as a leader while the ZooKeeper session is lost (until the broker has
+    registered again): produce and fetch answer NOT_LEADER_OR_FOLLOWER meanwhile."""
+
+    def fenced(reason: str) -> None:
+        replicas.set_fenced(True)
+
+    def unfenced() -> None:
+        replicas.set_fenced(False)
+
+    cluster.on_fenced.append(fenced)
+    cluster.on_unfenced.append(unfenced)
 
 
 def follow_metadata(controller: Controller, replicas: ReplicaManager | None = None,

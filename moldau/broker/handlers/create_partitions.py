@@ -22,11 +22,16 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ..dispatch import RequestContext, handler
+from ..metadata.forwarding import NOT_CONTROLLER_MESSAGE, misdirected
 
 
 @handler(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     controller = ctx.broker.controller
+    if misdirected(ctx.header.client_id, ctx.broker.controller_id, ctx.broker.node_id):
+        return ctx.respond({"throttle_time": 0, "results": [
+            {"name": t.name, "error_code": ErrorCode.not_controller,
+             "error_message": NOT_CONTROLLER_MESSAGE} for t in request.topics]})
     counts = Counter(t.name for t in request.topics)
     results: list[dict[str, Any]] = []
     for topic in request.topics:

@@ -34,6 +34,7 @@ from ...protocol.errors import ErrorCode
 from ..dispatch import RequestContext, handler
 from ..metadata.configs import topic_entries
 from ..metadata.controller import TopicResult, TopicSpec
+from ..metadata.forwarding import NOT_CONTROLLER_MESSAGE, misdirected
 from ..metadata.validation import INTERNAL_TOPICS
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -57,6 +58,10 @@ def _error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
 @handler(ApiKey.CREATE_TOPICS, 2, 7)
 async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
+    if misdirected(ctx.header.client_id, broker.controller_id, broker.node_id):
+        return ctx.respond({"throttle_time": 0, "topics": [
+            _error(t.name, ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE)
+            for t in request.topics]})
     counts = Counter(t.name for t in request.topics)
     answers: list[dict[str, Any] | None] = []  # in request order; None = ask the controller
     specs: list[TopicSpec] = []

@@ -2,7 +2,13 @@
 
 Brokers are reported with their endpoint for the listener the request arrived on; brokers that
 lack that listener are left out (Kafka's behaviour, seed 001). A partition whose leader has no
-endpoint on this listener answers LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE.
+endpoint on this listener answers LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILABLE, one
+without a live leader (none elected, or its broker is gone) LEADER_NOT_AVAILABLE, with leader
+-1; replicas whose broker is not alive are listed as offline replicas. v0 lists only the
+replicas and ISR members reachable on this listener and answers REPLICA_NOT_AVAILABLE when
+some are left out, as Kafka does. The controller id is the image's active controller (as
+Kafka's ZooKeeper-mode brokers report it, even when that broker has no endpoint on this
+listener: clients then find no node with that id and treat the controller as unknown).
 
 A null topic list (or an empty one at v0) means all topics. Unknown topics are created when
 ``auto.create.topics.enable`` is on and the request allows it (always below v4), with
@@ -22,6 +28,7 @@ Left out: ACL checks, and the topic-level ``error_code`` 13 of v13's top level s
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -48,6 +55,22 @@ def broker_entries(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
     return entries
 
 
+def leader_endpoints(image: MetadataImage, leaders: Iterable[int],
+                     listener: str) -> list[tuple[int, str, int, str | None]]:
+    """KIP-951 ``NodeEndpoints`` of Produce / Fetch answers: (node id, host, port, rack) of
+    each live broker among ``leaders`` with its endpoint on ``listener`` (others are left out,
+    as from Metadata)."""
+    nodes = []
+    for broker_id in sorted(set(leaders)):
+        registration = image.brokers.get(broker_id)
+        if registration is None or registration.fenced:
+            continue
+        endpoint = registration.endpoint(listener)
+        if endpoint is not None:
+            nodes.append((broker_id, endpoint.host, endpoint.port, registration.rack))
+    return nodes
+
+
 def topic_entry(image: MetadataImage, name: str, listener: str, version: int,
                 with_operations: bool) -> dict[str, Any]:
     topic = image.topics_by_name[name]
@@ -57,18 +80,27 @@ def topic_entry(image: MetadataImage, name: str, listener: str, version: int,
     for p in sorted(topic.partitions):
         state = topic.partitions[p]
         error = ErrorCode.none
+        replicas, isr = state.replicas, state.isr
         if state.leader not in live:
             error = ErrorCode.leader_not_available
         elif state.leader not in reachable:
             error = (ErrorCode.listener_not_found if version >= 6
                      else ErrorCode.leader_not_available)
+        elif version == 0:
+            # v0 lists only replicas a client can reach on this listener and says when some
+            # are missing (Kafka's errorUnavailableEndpoints); later versions list them all.
+            replicas = [r for r in state.replicas if r in reachable]
+            isr = [r for r in state.isr if r in reachable]
+            if len(replicas) < len(state.replicas) or len(isr) < len(state.isr):
+                error = ErrorCode.replica_not_available
         partitions.append({
             "error_code": error,
             "partition_index": p,
-            "leader_id": state.leader if error == ErrorCode.none else -1,
+            "leader_id": state.leader if error in (ErrorCode.none,
+                                                   ErrorCode.replica_not_available) else -1,
             "leader_epoch": state.leader_epoch,
-            "replica_nodes": state.replicas,
-            "isr_nodes": state.isr,
+            "replica_nodes": replicas,
+            "isr_nodes": isr,
             "offline_replicas": [r for r in state.replicas if r not in live],
         })
     return {

@@ -22,6 +22,7 @@ from moldau.broker.dispatch import RequestContext, encode_result, load_handlers,
 from moldau.broker.group.config import GroupConfig
 from moldau.broker.group.coordinator import GroupCoordinator
 from moldau.broker.group.offsets_log import MemoryOffsetsLog
+from moldau.broker.group.service import follow_fence
 from moldau.broker.group.timer import ManualTimer
 from moldau.broker.metadata.controller import Controller
 from moldau.broker.metadata.image import MetadataImage
@@ -134,6 +135,7 @@ async def fake_node(tmp_path: Path, *, node_id: int = 1,
         coordinator = GroupCoordinator(GroupConfig.from_config(config), MemoryOffsetsLog(),
                                        timer, node_id=node_id, image=lambda: image)
         follow_metadata(controller, groups=coordinator)
+        follow_fence(coordinator, replicas)
     return FakeNode(config, image, controller, replicas, coordinator,
                     ProducerIdManager(node_id, controller), timer, manager)
 
