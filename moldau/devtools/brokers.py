@@ -57,6 +57,18 @@ class BrokerStartError(RuntimeError):
         self.port_taken = port_taken
 
 
+def properties_text(settings: Mapping[str, str]) -> str:
+    """``key=value`` lines a person can read (``listeners=PLAINTEXT://127.0.0.1:9092``, not
+    ``Properties.store``'s ``PLAINTEXT\\://...``); an item that needs escaping to survive
+    ``Properties.load`` is escaped the way ``store`` does it."""
+    lines = ["# Written by moldau.devtools (moldau dev-cluster); edits are overwritten.\n"]
+    for key, value in settings.items():
+        plain = (value == value.strip() and not any(c in value for c in "\\\n\r\t\f")
+                 and not any(c in key for c in " =:#!\\\t\n\r\f"))
+        lines.append(f"{key}={value}\n" if plain else properties.dump({key: value}))
+    return "".join(lines)
+
+
 def key_to_env(key: str) -> str:
     """``advertised.listeners`` -> ``KAFKA_ADVERTISED_LISTENERS``, the inverse of the Docker
     images' mapping (``.`` -> ``_``, ``_`` -> ``__``, ``-`` -> ``___``)."""
@@ -195,7 +207,7 @@ class BrokerNode:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.style == "properties":
-            self.config_path.write_text(properties.dump(self.settings()))
+            self.config_path.write_text(properties_text(self.settings()))
         env = child_env(self.environment())
         if self.style == "properties":
             # a KAFKA_* variable of the caller's shell would override the file

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from moldau.broker.config.loader import env_to_key, load_config
-from moldau.devtools.brokers import BrokerNode, BrokerSpec, key_to_env
+from moldau.devtools.brokers import BrokerNode, BrokerSpec, key_to_env, properties_text
 from moldau.devtools.processes import free_ports, pid_alive
 from moldau.devtools.zookeeper import ZooKeeperEnsemble
+from moldau.protocol import properties
 from moldau.testing.cluster import TEST_DEFAULTS, seed003_specs
 
 
@@ -23,6 +24,16 @@ from moldau.testing.cluster import TEST_DEFAULTS, seed003_specs
 def test_key_to_env_is_the_inverse_of_the_docker_mapping(key: str) -> None:
     assert env_to_key(key_to_env(key)) == key
     assert key_to_env("advertised.listeners") == "KAFKA_ADVERTISED_LISTENERS"
+
+
+def test_properties_files_are_plain_to_read_and_load_back_exactly() -> None:
+    settings = {"listeners": "PLAINTEXT://127.0.0.1:9092,TEXT://127.0.0.1:9099",
+                "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,TEXT:PLAINTEXT",
+                "zookeeper.connect": "127.0.0.1:2181/moldau", "odd": " x\\y#", "empty": ""}
+    text = properties_text(settings)
+    assert "listeners=PLAINTEXT://127.0.0.1:9092,TEXT://127.0.0.1:9099\n" in text
+    assert "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,TEXT:PLAINTEXT\n" in text
+    assert properties.parse(text) == settings
 
 
 def _environ(pid: int) -> dict[str, str]:
