@@ -121,7 +121,9 @@ class BrokerCluster(LocalCluster):
             found.append(controller)
             return True
 
-        self._wait(elected, timeout, f"no controller other than {sorted(excluded)}")
+        what = (f"no controller other than broker(s) {sorted(excluded)}" if excluded
+                else "no controller")
+        self._wait(elected, timeout, f"{what} in /controller of {self.zookeeper_connect}")
         return found[-1]
 
     def controller_epoch(self) -> int | None:
