@@ -92,10 +92,15 @@ class BrokerCluster(LocalCluster):
     def restart(self, broker_id: int, timeout: float = 120.0, *,
                 wait_registered: bool = True) -> BrokerNode:
         """Start a stopped or killed broker again on its ports and data (it is stopped
-        first if it still runs) and wait until it is registered."""
+        first if it still runs) and wait until it is registered.
+
+        After a kill -9 the old registration stays until its session expires, and a broker
+        whose id is registered by another session refuses to start (as Kafka's does): the
+        restart waits for it to go first."""
         node = self.brokers[broker_id]
         if node.running():
             node.stop()
+        self.wait_unregistered(broker_id, self.session_timeout_s + 30)
         node.start(timeout)
         if wait_registered:
             self.wait_registered([broker_id], timeout)
