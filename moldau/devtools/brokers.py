@@ -47,14 +47,19 @@ LOCAL_DEFAULTS: dict[str, str] = {
 }
 
 _BIND_FAILURES = ("Address already in use", "address already in use", "Errno 98")
+#: What a broker says when its id is still registered by another ZooKeeper session
+#: (moldau/broker/zk/node.py), e.g. its own previous life, killed a moment ago.
+_ID_TAKEN = "is already registered by a live broker"
 
 
 class BrokerStartError(RuntimeError):
     """A broker exited or did not say it started; the message holds the end of its log."""
 
-    def __init__(self, message: str, *, port_taken: bool = False) -> None:
+    def __init__(self, message: str, *, port_taken: bool = False,
+                 id_taken: bool = False) -> None:
         super().__init__(message)
         self.port_taken = port_taken
+        self.id_taken = id_taken
 
 
 def properties_text(settings: Mapping[str, str]) -> str:
@@ -238,7 +243,8 @@ class BrokerNode:
             raise BrokerStartError(
                 f"broker {self.broker_id} exited with {self.proc.returncode} while starting "
                 f"(log {self.log_path}):\n{tail}",
-                port_taken=any(text in tail for text in _BIND_FAILURES))
+                port_taken=any(text in tail for text in _BIND_FAILURES),
+                id_taken=_ID_TAKEN in tail)
         return False
 
     def start(self, timeout: float = 60.0) -> BrokerNode:

@@ -134,8 +134,10 @@ class LocalCluster:
         return self
 
     def _start_brokers(self, nodes: list[BrokerNode], timeout: float) -> None:
-        """Spawn all, then wait for each start-up line; a broker whose picked port was taken
-        in between is retried on fresh ports."""
+        """Spawn all, then wait for each start-up line. A broker whose picked port was taken
+        in between is retried on fresh ports; one whose id is still registered by an old
+        session (its previous life, killed, or a ZooKeeper restarted with the sessions of
+        before) is retried once that registration has expired."""
         for attempt in range(1, _START_ATTEMPTS + 1):
             free = free_ports(sum(node.ports_needed() for node in nodes))
             for node in nodes:
@@ -149,11 +151,9 @@ class LocalCluster:
                     try:
                         done = node.poll_started(started[node.broker_id])
                     except BrokerStartError as exc:
-                        picked = any(n not in node.spec.ports for n in node.spec.listeners)
-                        if not (exc.port_taken and picked and attempt < _START_ATTEMPTS):
+                        if attempt == _START_ATTEMPTS or not self._retryable(node, exc):
                             raise
                         node.proc = None
-                        node.forget_picked_ports()
                         retry.append(node)
                         done = True
                     if done:
@@ -166,7 +166,27 @@ class LocalCluster:
                 time.sleep(0.05)
             if not retry:
                 return
+            for node in retry:
+                if node.broker_id in self.registered_ids():
+                    self._wait_old_registration(node)
             nodes = retry
+
+    @staticmethod
+    def _retryable(node: BrokerNode, exc: BrokerStartError) -> bool:
+        if exc.id_taken:
+            return True
+        if exc.port_taken and any(n not in node.spec.ports for n in node.spec.listeners):
+            node.forget_picked_ports()
+            return True
+        return False
+
+    def _wait_old_registration(self, node: BrokerNode) -> None:
+        """Wait (up to the broker's session timeout and a margin) for an old session's
+        registration of this id to expire; a live broker that holds it is not waited out."""
+        session_s = int(node.settings().get("zookeeper.session.timeout.ms", "18000")) / 1000
+        deadline = time.monotonic() + session_s + 10
+        while node.broker_id in self.registered_ids() and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the brokers (the controller last), then ZooKeeper; every process by its pid,

@@ -17,6 +17,8 @@ from moldau.devtools.zookeeper import ZooKeeperEnsemble
 from moldau.protocol import properties
 from moldau.testing.cluster import TEST_DEFAULTS, seed003_specs
 
+from .conftest import ClusterFactory
+
 
 @pytest.mark.parametrize("key", ["advertised.listeners", "broker.id", "log.dirs",
                                  "listener.security.protocol.map", "zookeeper.connect",
@@ -142,3 +144,22 @@ def test_children_die_with_the_process_that_started_them(tmp_path: Path) -> None
             parent.wait()
         if child and pid_alive(child):
             os.kill(child, signal.SIGKILL)
+
+
+def test_starting_again_right_after_a_crash_waits_out_the_old_registration(
+        cluster_factory: ClusterFactory) -> None:
+    """A broker refuses an id that another ZooKeeper session still holds (its own previous
+    life, killed a moment ago; Kafka does the same). Starting the cluster again on the same
+    directory (``moldau dev-cluster`` run again) waits for that registration to expire
+    instead of failing."""
+    cluster = cluster_factory(1)
+    first = cluster.broker(1)
+    cluster.kill9(1)
+    assert cluster.registered_ids() == [1]  # the dead session still holds it
+    started = time.monotonic()
+    cluster.start()
+    assert cluster.registered_ids() == [1]
+    assert cluster.broker(1) is not first and cluster.broker(1).running()
+    log = cluster.broker(1).log_text()
+    assert "broker.id 1 is already registered by a live broker" in log
+    assert time.monotonic() - started < cluster.session_timeout_s + 30
