@@ -156,6 +156,9 @@ class ZkMetadataSync:
         self.store = store
         self.cache = ZnodeCache()
         self.rounds = 0  # rounds applied, for tests and logs
+        #: Records replayed from ZooKeeper so far (on the active controller: only what it did
+        #: not write itself — broker and controller changes, other tools' writes).
+        self.replayed = 0
         self._full = True
         self._dirty_children: set[str] = set()
         self._dirty_data: set[str] = set()
@@ -284,5 +287,6 @@ class ZkMetadataSync:
             return False
         self.rounds += 1
         if records:
+            self.replayed += len(records)
             log.debug("replayed %d metadata records from ZooKeeper", len(records))
         return True
