@@ -135,6 +135,7 @@ class ZkMetadataPlane:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reconcile_pending = False
         controller.listeners.append(self._on_metadata)
+        store.on_fenced.append(lambda: self._spawn(self.election.abdicate()))
 
     @classmethod
     def build(cls, zk: AsyncZooKeeper, broker_id: int, image: MetadataImage, *,

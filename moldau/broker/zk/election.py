@@ -103,6 +103,18 @@ class ControllerElection:
             except (KazooException, TimeoutError):
                 log.info("could not delete %s; it goes with the session", layout.CONTROLLER)
 
+    async def abdicate(self) -> None:
+        """Stop being the controller and delete ``/controller`` if this session holds it, so
+        that the brokers elect one afresh — after a write found ``/controller_epoch`` moved
+        on while this broker still held ``/controller``."""
+        self._resign(f"{layout.CONTROLLER_EPOCH} moved on")
+        try:
+            stat = await self.zk.exists(layout.CONTROLLER)
+            if stat is not None and stat.ephemeralOwner == self.zk.session_id:
+                await self.zk.delete(layout.CONTROLLER, stat.version)
+        except KazooException as exc:
+            log.info("could not give up %s: %r", layout.CONTROLLER, exc)
+
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST and self.elected is not None:
             self._resign("its ZooKeeper session expired")

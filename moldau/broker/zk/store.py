@@ -304,6 +304,9 @@ class ZkMetadataStore:
         self.timeout_s = timeout_s
         self.generation = 0
         self.on_written: list[Callable[[set[str], set[str]], None]] = []
+        #: Called when a write found the controller epoch moved on (this broker was deposed
+        #: without noticing): the election then gives up ``/controller``.
+        self.on_fenced: list[Callable[[], None]] = []
         self._fence: tuple[int, int] | None = None
 
     def arm(self, controller_epoch: int, epoch_version: int) -> None:
@@ -368,7 +371,10 @@ class ZkMetadataStore:
         except TransactionFailed as exc:
             first = exc.results[0] if exc.results else None
             if isinstance(first, BadVersionError | NoNodeError):
-                self._fence = None if self._fence == (epoch, epoch_version) else self._fence
+                if self._fence == (epoch, epoch_version):
+                    self._fence = None
+                    for callback in self.on_fenced:
+                        callback()
                 raise _not_controller(f"another controller was elected after epoch {epoch} "
                                       f"({layout.CONTROLLER_EPOCH} moved on)") from exc
             failed = next((op for op, r in zip(ops, exc.results[1:], strict=False)
