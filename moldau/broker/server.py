@@ -7,7 +7,8 @@ replayed into the image, the partitions it hosts, the group coordinator), bind t
 (port 0 picks a free port; the advertised port follows), register this broker with its
 advertised endpoints (in cluster mode also as the ephemeral ``/brokers/ids/<id>``; a live
 broker with the same id stops start-up), then start serving. Shutdown reverses it and leaves
-a clean-shutdown marker so the next start skips recovery.
+a clean-shutdown marker so the next start skips recovery; a cluster broker first does a
+controlled shutdown (:mod:`.controlled_shutdown`, ``controlled.shutdown.enable``).
 
 Handlers never see this object: connections hand them :attr:`Broker.context`, the node's
 :class:`~.services.NodeServices`.
@@ -24,6 +25,7 @@ from typing import Any
 
 from .config import BrokerConfig, Endpoint
 from .connection import KafkaConnection
+from .controlled_shutdown import controlled_shutdown
 from .dispatch import load_handlers
 from .memory_pool import MemoryPool
 from .metadata.controller import Controller
@@ -66,6 +68,7 @@ class Broker:
         self.bound: list[BoundListener] = []
         self._background: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
+        self._serving = False
         load_handlers()
 
     # --- the node's services -------------------------------------------------------------
@@ -108,6 +111,7 @@ class Broker:
         await self._register()
         for bound in self.bound:
             await bound.server.start_serving()
+        self._serving = True
         self.spawn(self._expire_idle_connections())
         log.info("[MoldauServer id=%s] started (cluster id %s); listening on %s",
                  self.node_id, self.cluster_id,
@@ -228,6 +232,18 @@ class Broker:
         return task
 
     async def stop(self) -> None:
+        if self._serving and self.cluster is not None and self.services is not None \
+                and self.config["controlled.shutdown.enable"]:
+            # Still serving meanwhile: clients keep being answered (and redirected) while
+            # the controller moves leadership away.
+            self._serving = False
+            services = self.services
+            await controlled_shutdown(
+                node_id=self.node_id, image=services.image,
+                listener=self.config.listeners.inter_broker_listener,
+                max_retries=self.config["controlled.shutdown.max.retries"],
+                backoff_ms=self.config["controlled.shutdown.retry.backoff.ms"],
+                local=services.shut_down_broker)
         for bound in self.bound:
             bound.server.close()
         for conn in list(self.connections):

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode, KafkaError
 from ..storage.manager import LoadStats, LogManager
 from .config.loader import BrokerConfig
 from .group.coordinator import GroupCoordinator
@@ -75,6 +75,22 @@ class NodeServices:
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
         return await auto_create_topics(self.controller, names)
+
+    async def shut_down_broker(self, broker_id: int) -> list[tuple[str, int]]:
+        image = self.image
+        if image.controller_id != self.node_id:
+            raise KafkaError(ErrorCode.not_controller,
+                             f"broker {self.node_id} is not the active controller "
+                             f"(the metadata names {image.controller_id})")
+        if broker_id not in image.brokers:
+            raise KafkaError(ErrorCode.broker_not_available,
+                             f"Broker id {broker_id} does not exist.")
+        move = getattr(self.local_controller, "move_leadership_off", None)
+        if move is not None:  # TODO(i12-controller): always there once merged
+            await move(broker_id)
+        return [(topic.name, index) for topic in image.topics_by_name.values()
+                for index, state in sorted(topic.partitions.items())
+                if state.leader == broker_id and len(state.replicas) > 1]
 
 
 async def auto_create_topics(controller: ControllerChannel,
