@@ -104,6 +104,7 @@ class Broker:
             # may be used), registration once the listeners are bound.
             self.cluster = ZkBrokerNode(self.config)
             await self.cluster.connect()
+            await self.cluster.check_id_free()
         self.services = await open_node(self.config, time_ms=self.time_ms,
                                         cluster=self.cluster)
         self.spawn(housekeeping(self.services))
@@ -157,8 +158,7 @@ class Broker:
         rack = self.config["broker.rack"]
         if self.cluster is not None:
             await self.cluster.register(endpoints, rack)
-        # TODO(i12-controller): in a cluster the image learns registrations from
-        # /brokers/ids; until that sync is wired in, the local controller records this one.
+            return  # the image learns registrations from /brokers/ids
         await self.context.local_controller.register_broker(self.node_id, endpoints, rack)
 
     def bound_port(self, listener: str | None = None) -> int:
@@ -253,6 +253,10 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         if self.services is not None and not self._closed:
             self._closed = True
+            if self.services.plane is not None:
+                # Give up the controller (if held) and stop following ZooKeeper before the
+                # logs close, so no metadata change reaches a closing replica manager.
+                await self.services.plane.stop()
             await close_node(self.services)
         if self.cluster is not None:
             # Last: the registration disappears once the logs are closed cleanly.

@@ -41,7 +41,6 @@ ALL_SCHEMAS = [(api, v) for api in range(100) for v in range(40)
 
 def served() -> list[tuple[int, int]]:
     from moldau.broker.dispatch import load_handlers
-
     from moldau.protocol.messages import HAND_CODED_FIRST_FLEXIBLE
 
     # APIs kio has no schema for are decoded by their own hand-written, tested codecs.
