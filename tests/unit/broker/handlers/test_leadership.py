@@ -571,3 +571,49 @@ def test_a_registration_replayed_for_this_broker_keeps_it_leading(tmp_path: Path
         await node.close()
 
     run(main())
+
+
+def _error_of(answer: dict[str, Any]) -> int:
+    """The group's error wherever the API puts it."""
+    for key in ("groups", "results"):
+        if answer.get(key):
+            return answer[key][0]["error_code"]
+    if answer.get("error_code"):
+        return answer["error_code"]
+    return answer["topics"][0]["partitions"][0]["error_code"]
+
+
+GROUP_REQUESTS: dict[str, tuple[int, int, dict[str, Any]]] = {
+    "JoinGroup": (ApiKey.JOIN_GROUP, 7, join_body()),
+    "SyncGroup": (ApiKey.SYNC_GROUP, 5, {
+        "group_id": GROUP, "generation_id": 1, "member_id": "m", "group_instance_id": None,
+        "protocol_type": "consumer", "protocol_name": "range", "assignments": []}),
+    "Heartbeat": (ApiKey.HEARTBEAT, 4, {"group_id": GROUP, "generation_id": 1,
+                                        "member_id": "m", "group_instance_id": None}),
+    "LeaveGroup": (ApiKey.LEAVE_GROUP, 5, {"group_id": GROUP, "members": [
+        {"member_id": "m", "group_instance_id": None, "reason": None}]}),
+    "OffsetCommit": (ApiKey.OFFSET_COMMIT, 7, commit_body("", -1, 5)),
+    "OffsetFetch": (ApiKey.OFFSET_FETCH, 7, fetch_offsets_body()),
+    "OffsetDelete": (ApiKey.OFFSET_DELETE, 0, {"group_id": GROUP, "topics": [
+        {"name": "t", "partitions": [{"partition_index": 1}]}]}),
+    "DescribeGroups": (ApiKey.DESCRIBE_GROUPS, 5, {"groups": [GROUP],
+                                                   "include_authorized_operations": False}),
+    "DeleteGroups": (ApiKey.DELETE_GROUPS, 2, {"groups_names": [GROUP]}),
+    "ConsumerGroupHeartbeat": (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+        "group_id": GROUP, "member_id": "", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout": 10_000, "subscribed_topic_names": ["t"],
+        "server_assignor": None, "topic_partitions": []}),
+    "ConsumerGroupDescribe": (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+        "group_ids": [GROUP], "include_authorized_operations": False}),
+}
+
+
+@pytest.mark.parametrize("api", sorted(GROUP_REQUESTS))
+def test_group_requests_for_a_partition_led_elsewhere(tmp_path: Path, api: str) -> None:
+    async def main() -> None:
+        node = await with_offsets_topic(tmp_path, leader=2)
+        key, version, body = GROUP_REQUESTS[api]
+        assert _error_of(await call(node, key, version, body)) == E.not_coordinator
+        await node.close()
+
+    run(main())
