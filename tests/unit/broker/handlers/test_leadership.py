@@ -617,3 +617,46 @@ def test_group_requests_for_a_partition_led_elsewhere(tmp_path: Path, api: str) 
         await node.close()
 
     run(main())
+
+
+def epochs_body(version: int, partition: int, leader_epoch: int,
+                current_leader_epoch: int = -1) -> dict[str, Any]:
+    body: dict[str, Any] = {"replica_id": -1, "topics": [{"topic": "t", "partitions": [
+        {"partition": partition, "current_leader_epoch": current_leader_epoch,
+         "leader_epoch": leader_epoch}]}]}
+    if version < 3:
+        del body["replica_id"]
+    return body
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_offset_for_leader_epoch(tmp_path: Path, version: int) -> None:
+    """End offsets per epoch from the leader's epoch cache (KIP-320); partitions led
+    elsewhere, by nobody, or unknown get Kafka's errors; epochs are checked."""
+    async def main() -> None:
+        node = await seed_cluster(tmp_path)
+        now = node.time_ms()
+
+        async def ask(partition: int, epoch: int, current: int = -1) -> tuple[int, int, int]:
+            answer = await call(node, ApiKey.OFFSET_FOR_LEADER_EPOCH, version,
+                                epochs_body(version, partition, epoch, current))
+            [p] = answer["topics"][0]["partitions"]
+            return p["error_code"], p["leader_epoch"], p["end_offset"]
+
+        for _ in range(3):  # epoch 0: offsets 0-2
+            await call(node, ApiKey.PRODUCE, 10, produce_body("t", 1, now))
+        replay(node, [PartitionChangeRecord(T_ID, 1, leader=0),
+                      PartitionChangeRecord(T_ID, 1, leader=1)])  # this broker again, epoch 2
+        await call(node, ApiKey.PRODUCE, 10, produce_body("t", 1, now))  # offset 3, epoch 2
+        assert await ask(1, 0) == (E.none, 0, 3)
+        assert await ask(1, 1) == (E.none, 0, 3)  # epoch 1 never wrote here: ends with 0's
+        assert await ask(1, 2) == (E.none, 2, 4)  # the current epoch ends at the log end
+        assert await ask(1, 5) == (E.none, -1, -1)
+        assert await ask(1, 2, current=1) == (E.fenced_leader_epoch, -1, -1)
+        assert await ask(1, 2, current=3) == (E.unknown_leader_epoch, -1, -1)
+        assert await ask(0, 0) == (E.not_leader_or_follower, -1, -1)  # broker 0 leads
+        assert await ask(3, 0) == (E.not_leader_or_follower, -1, -1)  # no leader
+        assert await ask(9, 0) == (E.unknown_topic_or_partition, -1, -1)
+        await node.close()
+
+    run(main())
