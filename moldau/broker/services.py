@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode, KafkaError
 from ..storage.manager import LoadStats, LogManager
 from .config.loader import BrokerConfig
 from .group.coordinator import GroupCoordinator
@@ -39,6 +39,7 @@ from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
+    from .zk.cluster_controller import ZkMetadataPlane
     from .zk.node import ZkBrokerNode
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class NodeServices:
     image: MetadataImage
     log_manager: LogManager
     load_stats: LoadStats
-    metadata_log: MetadataLog
+    metadata_log: MetadataLog | None  # the single node's store; None in a cluster
     controller: Controller | ActiveControllerChannel
     local_controller: Controller
     replica_manager: ReplicaManager
@@ -61,6 +62,7 @@ class NodeServices:
     producer_ids: ProducerIdManager
     time_ms: Callable[[], int]
     cluster: ZkBrokerNode | None = None
+    plane: ZkMetadataPlane | None = None
 
     @property
     def node_id(self) -> int:
@@ -75,6 +77,25 @@ class NodeServices:
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
         return await auto_create_topics(self.controller, names)
+
+    async def shut_down_broker(self, broker_id: int) -> list[tuple[str, int]]:
+        if self.plane is not None:
+            if broker_id not in self.image.brokers:
+                raise KafkaError(ErrorCode.broker_not_available,
+                                 f"Broker id {broker_id} does not exist.")
+            return await self.plane.move_leadership_off(broker_id)
+        image = self.image
+        if image.controller_id != self.node_id:
+            raise KafkaError(ErrorCode.not_controller,
+                             f"broker {self.node_id} is not the active controller "
+                             f"(the metadata names {image.controller_id})")
+        if broker_id not in image.brokers:
+            raise KafkaError(ErrorCode.broker_not_available,
+                             f"Broker id {broker_id} does not exist.")
+        # A single node: nothing can take over from the only broker.
+        return [(topic.name, index) for topic in image.topics_by_name.values()
+                for index, state in sorted(topic.partitions.items())
+                if state.leader == broker_id and len(state.replicas) > 1]
 
 
 async def auto_create_topics(controller: ControllerChannel,

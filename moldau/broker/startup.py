@@ -59,6 +59,7 @@ from .metadata.selection import ActiveControllerChannel
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .services import NodeServices
+from .zk.cluster_controller import ZkMetadataPlane
 from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,16 @@ async def open_node(config: BrokerConfig, *,
              stats.batches_scanned, stats.bytes_truncated)
     check_descriptor_limit(len(manager.all_logs()))
     try:
-        return _open_components(config, cluster_id, image, manager, stats, time_ms, cluster)
+        services = _open_components(config, cluster_id, image, manager, stats, time_ms, cluster)
+        if services.plane is not None:
+            # Only now, with the image holding the cluster's topics, may logs of topics it
+            # does not name be deleted.
+            await services.plane.start()
+            log.info("read the cluster metadata from ZooKeeper: %d topics, %d brokers, "
+                     "controller %d", len(image.topics_by_name), len(image.brokers),
+                     image.controller_id)
+            reconcile_logs(image, services.replica_manager, manager)
+        return services
     except BaseException:
         # Nothing stays open behind a failed start.
         await _in_thread(manager.shutdown)
@@ -153,27 +163,33 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
                      manager: LogManager, stats: Any, time_ms: Callable[[], int],
                      cluster: ZkBrokerNode | None) -> NodeServices:
     node_id = config.node_id
-    metadata_log = MetadataLog(manager.get_or_create_log(METADATA_TOPIC, 0), time_ms)
-    replayed = metadata_log.replay_into(image)
-    log.info("replayed %d metadata records", replayed)
-    # This node runs the controller of its own metadata log (not a stored record).
-    # TODO(i12-controller): a cluster node takes the controller id from /controller and its
-    # controller's store is ZooKeeper; until that is wired in, each broker controls itself.
-    image.replay(ControllerChangeRecord(node_id, metadata_log.leader_epoch))
-    controller = Controller(
-        image, metadata_log,
-        default_partitions=lambda: config["num.partitions"],
-        default_replication_factor=lambda: config["default.replication.factor"],
-    )
+    metadata_log: MetadataLog | None = None
+    plane: ZkMetadataPlane | None = None
+    if cluster is None:
+        metadata_log = MetadataLog(manager.get_or_create_log(METADATA_TOPIC, 0), time_ms)
+        replayed = metadata_log.replay_into(image)
+        log.info("replayed %d metadata records", replayed)
+        # This node runs the controller of its own metadata log (not a stored record).
+        image.replay(ControllerChangeRecord(node_id, metadata_log.leader_epoch))
+        controller = Controller(
+            image, metadata_log,
+            default_partitions=lambda: config["num.partitions"],
+            default_replication_factor=lambda: config["default.replication.factor"],
+        )
+    else:
+        # The cluster's metadata lives in ZooKeeper: the plane's controller writes there when
+        # this broker is the active one, and its sync replays what ZooKeeper holds into the
+        # image (open_node starts it once everything that follows metadata is wired).
+        plane = ZkMetadataPlane.build(
+            cluster.zk, node_id, image,
+            default_partitions=lambda: config["num.partitions"],
+            default_replication_factor=lambda: config["default.replication.factor"])
+        controller = plane.controller
     replicas = ReplicaManager(node_id=node_id, image=image, config=config, log_manager=manager,
                               time_ms=time_ms)
     follow_metadata(controller, replicas)
-    replicas.reconcile(list(image.topics_by_name))
-    for stray in manager.all_logs():
-        if stray.topic != METADATA_TOPIC and stray.topic not in image.topics_by_name:
-            log.info("deleting the log of %s-%d: its topic no longer exists",
-                     stray.topic, stray.partition)
-            manager.delete_log(stray.topic, stray.partition)
+    if cluster is None:
+        reconcile_logs(image, replicas, manager)
     # Group coordinator (moldau/broker/group): follows __consumer_offsets leadership.
     groups = start_group_coordinator(config, node_id=node_id, image=image, replicas=replicas,
                                      time_ms=time_ms)
@@ -190,7 +206,19 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
         config=config, cluster_id=cluster_id, image=image, log_manager=manager,
         load_stats=stats, metadata_log=metadata_log, controller=channel,
         local_controller=controller, replica_manager=replicas, group_coordinator=groups,
-        producer_ids=ProducerIdManager(node_id, channel), time_ms=time_ms, cluster=cluster)
+        producer_ids=ProducerIdManager(node_id, channel), time_ms=time_ms, cluster=cluster,
+        plane=plane)
+
+
+def reconcile_logs(image: MetadataImage, replicas: ReplicaManager, manager: LogManager) -> None:
+    """Open the logs of the partitions the image gives this broker, and delete the logs of
+    topics the image no longer has (deleted while this broker was down)."""
+    replicas.reconcile(list(image.topics_by_name))
+    for stray in manager.all_logs():
+        if stray.topic != METADATA_TOPIC and stray.topic not in image.topics_by_name:
+            log.info("deleting the log of %s-%d: its topic no longer exists",
+                     stray.topic, stray.partition)
+            manager.delete_log(stray.topic, stray.partition)
 
 
 def fence_with(cluster: ZkBrokerNode, replicas: ReplicaManager) -> None:

@@ -22,6 +22,10 @@ listeners (the replica manager) apply them to logs at once. ``validate_only`` ch
 changing anything. The same resource twice answers INVALID_REQUEST "Duplicate resource.";
 unknown resource types UNSUPPORTED_VERSION, BROKER_LOGGER and others INVALID_REQUEST.
 
+In a cluster the change is made by the active controller (this broker's, or forwarded to
+it); a request forwarded by another broker that reaches a broker which is not the
+active controller answers NOT_CONTROLLER for every entry, so the sender retries there.
+
 Left out: ACL checks, AlterConfigPolicy, custom (plugin) broker config names, which Kafka
 stores without checking.
 """

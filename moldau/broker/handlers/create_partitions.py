@@ -11,6 +11,10 @@ are committed to the metadata log in one batch; a batch over the 8 MiB metadata 
 RECORD_LIST_TOO_LARGE (with ``validate_only`` too), logs that cannot be created (disk full, no
 file descriptor left) KAFKA_STORAGE_ERROR.
 
+In a cluster the change is made by the active controller (this broker's, or forwarded to
+it); a request forwarded by another broker that reaches a broker which is not the
+active controller answers NOT_CONTROLLER for every entry, so the sender retries there.
+
 Left out: ACL checks and controller mutation quotas (throttle time is always 0).
 """
 

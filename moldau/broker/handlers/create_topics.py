@@ -18,6 +18,10 @@ whose records alone exceed it answers RECORD_LIST_TOO_LARGE (``validate_only`` t
 logs cannot be created (no disk space or file descriptor left) answers KAFKA_STORAGE_ERROR
 with the reason, and nothing of it is left behind.
 
+In a cluster the change is made by the active controller (this broker's, or forwarded to
+it); a request forwarded by another broker that reaches a broker which is not the
+active controller answers NOT_CONTROLLER for every entry, so the sender retries there.
+
 Left out: CreateTopicPolicy (POLICY_VIOLATION is used only for the partitions-per-request
 limit), controller mutation quotas (throttle time is always 0), ACL checks.
 """

@@ -14,6 +14,10 @@ renames the logs to ``...-delete`` at once and they are removed from disk after
 expires; if the metadata log cannot be written (disk full) every deletion answers
 KAFKA_STORAGE_ERROR.
 
+In a cluster the change is made by the active controller (this broker's, or forwarded to
+it); a request forwarded by another broker that reaches a broker which is not the
+active controller answers NOT_CONTROLLER for every entry, so the sender retries there.
+
 Left out: ACL checks, controller mutation quotas (throttle time is always 0), and Kafka's
 shuffling of the answer order (refused entries are answered first, then the deletions, each
 in request order).

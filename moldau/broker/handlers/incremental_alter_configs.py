@@ -19,6 +19,10 @@ unknown operation INVALID_REQUEST. A resource is changed entirely or not at all.
 ``validate_only`` checks without changing anything. The same resource twice answers
 INVALID_REQUEST "Duplicate resource.".
 
+In a cluster the change is made by the active controller (this broker's, or forwarded to
+it); a request forwarded by another broker that reaches a broker which is not the
+active controller answers NOT_CONTROLLER for every entry, so the sender retries there.
+
 Left out: ACL checks, AlterConfigPolicy, custom (plugin) broker config names.
 """
 

@@ -6,9 +6,12 @@ endpoint on this listener answers LISTENER_NOT_FOUND (v6+) or LEADER_NOT_AVAILAB
 without a live leader (none elected, or its broker is gone) LEADER_NOT_AVAILABLE, with leader
 -1; replicas whose broker is not alive are listed as offline replicas. v0 lists only the
 replicas and ISR members reachable on this listener and answers REPLICA_NOT_AVAILABLE when
-some are left out, as Kafka does. The controller id is the image's active controller (as
-Kafka's ZooKeeper-mode brokers report it, even when that broker has no endpoint on this
-listener: clients then find no node with that id and treat the controller as unknown).
+some are left out, as Kafka does. The controller id is the image's active controller when it
+has an endpoint on this listener; when it has none, this broker's id (``reported_controller``).
+Kafka's ZooKeeper-mode brokers report the unreachable id, and the Java admin client then
+waits for a controller it can never reach; Moldau's brokers forward admin requests to the
+controller, so, as KRaft-mode Kafka reports a live broker as the controller for the same
+reason, a client on any listener can create topics.
 
 A null topic list (or an empty one at v0) means all topics. Unknown topics are created when
 ``auto.create.topics.enable`` is on and the request allows it (always below v4), with
@@ -53,6 +56,19 @@ def broker_entries(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
             entries.append({"node_id": registration.broker_id, "host": endpoint.host,
                             "port": endpoint.port, "rack": registration.rack})
     return entries
+
+
+def reported_controller(image: MetadataImage, node_id: int, listener: str) -> int:
+    """The controller id Metadata and DescribeCluster report on ``listener``: the active
+    controller when a client can reach it there, else this broker (which got the request on
+    that listener and forwards admin requests to the controller); -1 while none is known."""
+    controller = image.controller_id
+    if controller < 0:
+        return -1
+    registration = image.brokers.get(controller)
+    if registration is not None and registration.endpoint(listener) is not None:
+        return controller
+    return node_id
 
 
 def leader_endpoints(image: MetadataImage, leaders: Iterable[int],
@@ -198,7 +214,7 @@ def _answer(ctx: RequestContext, request: Any, names: list[tuple[str | None, uui
         "throttle_time": 0,
         "brokers": broker_entries(image, ctx.listener),
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.controller_id,
+        "controller_id": reported_controller(image, broker.node_id, ctx.listener),
         "topics": topics,
         "cluster_authorized_operations": cluster_ops,
         "error_code": ErrorCode.none,

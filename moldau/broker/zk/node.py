@@ -162,6 +162,26 @@ class ZkBrokerNode:
                     f"{exc} (zookeeper.connect={self.connect_string}); it is not a Kafka "
                     f"cluster id: check zookeeper.connect's chroot") from exc
 
+    async def check_id_free(self) -> None:
+        """Refuse to start early (before the broker competes for the controller) when a live
+        broker holds this id; :meth:`register` checks again (two brokers may race)."""
+        try:
+            data, stat = await self.zk.get(broker_path(self.broker_id))
+        except NoNodeError:
+            return
+        self._refuse_duplicate(data, stat.ephemeralOwner)
+
+    def _refuse_duplicate(self, data: bytes, owner: int) -> None:
+        try:
+            where = _where(BrokerRegistration.from_json(data, self.broker_id))
+        except ZNodeFormatError:
+            where = repr(data[:200])
+        raise ClusterStartError(
+            f"broker.id {self.broker_id} is already registered by a live broker at {where} "
+            f"({broker_path(self.broker_id)} in zookeeper.connect={self.connect_string}, "
+            f"session 0x{owner:x}); choose another broker.id (node.id, KAFKA_BROKER_ID) or "
+            f"stop that broker.")
+
     async def register(self, endpoints: Sequence[BrokerEndpoint], rack: str | None) -> None:
         """Create this broker's ephemeral registration; :class:`ClusterStartError` if a live
         broker holds this id."""
@@ -185,15 +205,7 @@ class ZkBrokerNode:
             return
         if stat.ephemeralOwner == self.zk.session_id:
             return  # our own, from a create retried after a lost connection
-        try:
-            where = _where(BrokerRegistration.from_json(data, self.broker_id))
-        except ZNodeFormatError:
-            where = repr(data[:200])
-        raise ClusterStartError(
-            f"broker.id {self.broker_id} is already registered by a live broker at {where} "
-            f"({path} in zookeeper.connect={self.connect_string}, session "
-            f"0x{stat.ephemeralOwner:x}); choose another broker.id (node.id, "
-            f"KAFKA_BROKER_ID) or stop that broker.")
+        self._refuse_duplicate(data, stat.ephemeralOwner)
 
     # --- session -------------------------------------------------------------------------
     @property

@@ -135,9 +135,9 @@ def test_seed_001_each_listener_sees_its_own_brokers(tmp_path: Path, version: in
         assert [(b["node_id"], b["host"], b["port"]) for b in text["brokers"]] == [
             (1, "b1-text", endpoints(1, SEED_001[1])[1].port)]
         if version >= 1:
-            # The image's controller on every listener, even one it has no endpoint on
-            # (Kafka's ZooKeeper-mode brokers answer the same; clients find no such node).
-            assert plain["controller_id"] == text["controller_id"] == 2
+            # The image's controller where a client can reach it; on TEXT, where broker 2 has
+            # no endpoint, this broker, which forwards admin requests to the controller.
+            assert (plain["controller_id"], text["controller_id"]) == (2, 1)
         on_text = {p["partition_index"]: (p["error_code"], p["leader_id"])
                    for p in text["topics"][0]["partitions"]}
         unreachable = E.listener_not_found if version >= 6 else E.leader_not_available
@@ -198,7 +198,12 @@ def test_describe_cluster_per_listener(tmp_path: Path, version: int) -> None:
         text = await call(node, ApiKey.DESCRIBE_CLUSTER, version, body, listener="TEXT")
         assert [b["broker_id"] for b in plain["brokers"]] == [0, 1, 2]
         assert [(b["broker_id"], b["host"]) for b in text["brokers"]] == [(1, "b1-text")]
-        assert plain["controller_id"] == text["controller_id"] == 2
+        assert (plain["controller_id"], text["controller_id"]) == (2, 1)
+        body["endpoint_type"] = 2
+        controllers = await call(node, ApiKey.DESCRIBE_CLUSTER, version, body, listener="TEXT")
+        if version >= 1:
+            assert [(b["broker_id"], b["host"]) for b in controllers["brokers"]] == [
+                (1, "b1-text")]
         await node.close()
 
     run(main())
@@ -563,6 +568,95 @@ def test_a_registration_replayed_for_this_broker_keeps_it_leading(tmp_path: Path
         node = await seed_cluster(tmp_path)
         replay(node, [RegisterBrokerRecord(1, uuid.uuid4(), endpoints(1, SEED_001[1]))])
         assert node.replica_manager.leads("t", 1) and not node.replica_manager.fenced
+        await node.close()
+
+    run(main())
+
+
+def _error_of(answer: dict[str, Any]) -> int:
+    """The group's error wherever the API puts it."""
+    for key in ("groups", "results"):
+        if answer.get(key):
+            return answer[key][0]["error_code"]
+    if answer.get("error_code"):
+        return answer["error_code"]
+    return answer["topics"][0]["partitions"][0]["error_code"]
+
+
+GROUP_REQUESTS: dict[str, tuple[int, int, dict[str, Any]]] = {
+    "JoinGroup": (ApiKey.JOIN_GROUP, 7, join_body()),
+    "SyncGroup": (ApiKey.SYNC_GROUP, 5, {
+        "group_id": GROUP, "generation_id": 1, "member_id": "m", "group_instance_id": None,
+        "protocol_type": "consumer", "protocol_name": "range", "assignments": []}),
+    "Heartbeat": (ApiKey.HEARTBEAT, 4, {"group_id": GROUP, "generation_id": 1,
+                                        "member_id": "m", "group_instance_id": None}),
+    "LeaveGroup": (ApiKey.LEAVE_GROUP, 5, {"group_id": GROUP, "members": [
+        {"member_id": "m", "group_instance_id": None, "reason": None}]}),
+    "OffsetCommit": (ApiKey.OFFSET_COMMIT, 7, commit_body("", -1, 5)),
+    "OffsetFetch": (ApiKey.OFFSET_FETCH, 7, fetch_offsets_body()),
+    "OffsetDelete": (ApiKey.OFFSET_DELETE, 0, {"group_id": GROUP, "topics": [
+        {"name": "t", "partitions": [{"partition_index": 1}]}]}),
+    "DescribeGroups": (ApiKey.DESCRIBE_GROUPS, 5, {"groups": [GROUP],
+                                                   "include_authorized_operations": False}),
+    "DeleteGroups": (ApiKey.DELETE_GROUPS, 2, {"groups_names": [GROUP]}),
+    "ConsumerGroupHeartbeat": (ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {
+        "group_id": GROUP, "member_id": "", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout": 10_000, "subscribed_topic_names": ["t"],
+        "server_assignor": None, "topic_partitions": []}),
+    "ConsumerGroupDescribe": (ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+        "group_ids": [GROUP], "include_authorized_operations": False}),
+}
+
+
+@pytest.mark.parametrize("api", sorted(GROUP_REQUESTS))
+def test_group_requests_for_a_partition_led_elsewhere(tmp_path: Path, api: str) -> None:
+    async def main() -> None:
+        node = await with_offsets_topic(tmp_path, leader=2)
+        key, version, body = GROUP_REQUESTS[api]
+        assert _error_of(await call(node, key, version, body)) == E.not_coordinator
+        await node.close()
+
+    run(main())
+
+
+def epochs_body(version: int, partition: int, leader_epoch: int,
+                current_leader_epoch: int = -1) -> dict[str, Any]:
+    body: dict[str, Any] = {"replica_id": -1, "topics": [{"topic": "t", "partitions": [
+        {"partition": partition, "current_leader_epoch": current_leader_epoch,
+         "leader_epoch": leader_epoch}]}]}
+    if version < 3:
+        del body["replica_id"]
+    return body
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_offset_for_leader_epoch(tmp_path: Path, version: int) -> None:
+    """End offsets per epoch from the leader's epoch cache (KIP-320); partitions led
+    elsewhere, by nobody, or unknown get Kafka's errors; epochs are checked."""
+    async def main() -> None:
+        node = await seed_cluster(tmp_path)
+        now = node.time_ms()
+
+        async def ask(partition: int, epoch: int, current: int = -1) -> tuple[int, int, int]:
+            answer = await call(node, ApiKey.OFFSET_FOR_LEADER_EPOCH, version,
+                                epochs_body(version, partition, epoch, current))
+            [p] = answer["topics"][0]["partitions"]
+            return p["error_code"], p["leader_epoch"], p["end_offset"]
+
+        for _ in range(3):  # epoch 0: offsets 0-2
+            await call(node, ApiKey.PRODUCE, 10, produce_body("t", 1, now))
+        replay(node, [PartitionChangeRecord(T_ID, 1, leader=0),
+                      PartitionChangeRecord(T_ID, 1, leader=1)])  # this broker again, epoch 2
+        await call(node, ApiKey.PRODUCE, 10, produce_body("t", 1, now))  # offset 3, epoch 2
+        assert await ask(1, 0) == (E.none, 0, 3)
+        assert await ask(1, 1) == (E.none, 0, 3)  # epoch 1 never wrote here: ends with 0's
+        assert await ask(1, 2) == (E.none, 2, 4)  # the current epoch ends at the log end
+        assert await ask(1, 5) == (E.none, -1, -1)
+        assert await ask(1, 2, current=1) == (E.fenced_leader_epoch, -1, -1)
+        assert await ask(1, 2, current=3) == (E.unknown_leader_epoch, -1, -1)
+        assert await ask(0, 0) == (E.not_leader_or_follower, -1, -1)  # broker 0 leads
+        assert await ask(3, 0) == (E.not_leader_or_follower, -1, -1)  # no leader
+        assert await ask(9, 0) == (E.unknown_topic_or_partition, -1, -1)
         await node.close()
 
     run(main())

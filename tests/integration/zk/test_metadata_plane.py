@@ -1,0 +1,116 @@
+"""The metadata plane of cluster mode on a real ZooKeeper: the controller's records written
+as Kafka's znodes in one fenced multi-op, every broker's image following ZooKeeper through
+watches, the active controller's own writes not replayed twice, and the znodes in Kafka's
+formats."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from moldau.broker.metadata.channel import TopicSpec
+from moldau.broker.metadata.records import BROKER_RESOURCE, TOPIC_RESOURCE
+from moldau.broker.zk import layout
+from moldau.broker.zk.admin_layout import (
+    ConfigChangeNotification,
+    EntityConfig,
+    ProducerIdBlock,
+)
+from moldau.broker.zk.aio import AsyncZooKeeper
+from moldau.broker.zk.layout import PartitionState, TopicAssignment
+from moldau.protocol.errors import ErrorCode
+
+from .cluster_support import Node, active, converged, start_node, wait_for
+
+
+def test_controller_writes_kafkas_layout_and_every_image_follows(zookeeper_connect: str
+                                                                 ) -> None:
+    async def scenario() -> None:
+        nodes: list[Node] = []
+        reader = AsyncZooKeeper(zookeeper_connect)
+        try:
+            for broker_id in (1, 2, 3):
+                nodes.append(await start_node(zookeeper_connect, broker_id))
+            await reader.start(30)
+            controller = await active(nodes)
+            await converged(reader, nodes)
+            for node in nodes:
+                assert node.image.controller_id == controller.broker_id
+                assert sorted(node.image.brokers) == [1, 2, 3]
+            epoch = controller.image.controller_epoch
+            replayed = controller.plane.sync.replayed
+            channel = controller.plane.channel
+            assert channel is not None
+
+            # a 12-partition topic: leaders spread 4/4/4, Kafka's znodes, every image equal
+            [result] = await channel.create_topics([TopicSpec(
+                "orders", 12, 1, configs={"retention.ms": "86400000"})])
+            assert result.error == ErrorCode.none, result.message
+            topic = controller.image.topics_by_name["orders"]
+            assert Counter(p.leader for p in topic.partitions.values()) == {1: 4, 2: 4, 3: 4}
+            data, _ = await reader.get(layout.topic_path("orders"))
+            assignment = TopicAssignment.from_json(data, "orders")
+            assert assignment.topic_id == topic.topic_id
+            assert {p: list(a.replicas) for p, a in assignment.partitions.items()} == {
+                p: s.replicas for p, s in topic.partitions.items()}
+            data, stat = await reader.get(layout.partition_state_path("orders", 5))
+            assert PartitionState.from_json(data, "orders", 5) == PartitionState(
+                topic.partitions[5].leader, 0, (topic.partitions[5].leader,), epoch)
+            assert stat.version == 0
+            data, _ = await reader.get(layout.topic_config_path("orders"))
+            assert EntityConfig.from_json(data).config == {"retention.ms": "86400000"}
+            assert await reader.get_children(layout.CONFIG_CHANGES) == []  # as Kafka: none
+            await converged(reader, nodes)
+
+            # more partitions, a topic config change and a cluster-wide broker default
+            assert await channel.create_partitions("orders", 14, None) == (ErrorCode.none, None)
+            assert await channel.alter_configs(TOPIC_RESOURCE, "orders", {
+                "retention.ms": None, "cleanup.policy": "compact"}) == (ErrorCode.none, None)
+            outcome = await channel.alter_configs(BROKER_RESOURCE, "",
+                                                  {"log.retention.ms": "3600000"})
+            assert outcome == (ErrorCode.none, None)
+            data, _ = await reader.get(layout.broker_config_path(None))
+            assert EntityConfig.from_json(data).config == {"log.retention.ms": "3600000"}
+            changes = sorted(await reader.get_children(layout.CONFIG_CHANGES))
+            paths = [ConfigChangeNotification.from_json(
+                (await reader.get(f"{layout.CONFIG_CHANGES}/{c}"))[0], c).entity_path
+                for c in changes]
+            assert paths == ["topics/orders", "brokers/<default>"]
+            await converged(reader, nodes)
+            for node in nodes:
+                assert len(node.image.topics_by_name["orders"].partitions) == 14
+                assert node.image.topic_configs["orders"] == {"cleanup.policy": "compact"}
+                assert node.image.broker_configs[""] == {"log.retention.ms": "3600000"}
+
+            # producer id blocks, claimed by a conditional write of /latest_producer_id_block
+            assert await channel.allocate_producer_ids(2) == range(0, 1000)
+            assert await channel.allocate_producer_ids(3) == range(1000, 2000)
+            data, _ = await reader.get(layout.LATEST_PRODUCER_ID_BLOCK)
+            assert ProducerIdBlock.from_json(data) == ProducerIdBlock(3, 1000, 1999)
+
+            # a replication factor above the live brokers: Kafka's error and text
+            [refused] = await channel.create_topics([TopicSpec("wide", 1, 4)])
+            assert refused.error == ErrorCode.invalid_replication_factor
+            assert refused.message == "Replication factor: 4 larger than available brokers: 3."
+
+            # deletion removes the subtree, the config and the request marker
+            await reader.create(layout.delete_topic_path("orders"))
+            await wait_for(lambda: all("orders" not in n.image.topics_by_name for n in nodes),
+                           "the topic deleted through /admin/delete_topics")
+            assert await reader.exists(layout.topic_path("orders")) is None
+            assert await reader.exists(layout.topic_config_path("orders")) is None
+            await wait_for(lambda: True, "")
+            assert await reader.exists(layout.delete_topic_path("orders")) is None
+            await converged(reader, nodes)
+
+            # the controller replayed its own writes once: ZooKeeper's echo was nothing new
+            await controller.plane.sync.refresh()
+            assert controller.plane.sync.replayed == replayed
+            for node in nodes:
+                assert node.image.next_producer_id == 2000
+        finally:
+            for node in nodes:
+                await node.close()
+            await reader.stop()
+
+    asyncio.run(scenario())
