@@ -348,6 +348,23 @@ class ZkMetadataStore:
         except SessionExpiredError as exc:
             raise _not_controller("its ZooKeeper session expired") from exc
         ops = plan_ops(self.image, records, epoch, facts)
+        await self._commit(ops, epoch, epoch_version)
+        return self.image.offset + len(records)
+
+    async def write_ops(self, ops: Sequence[Op]) -> None:
+        """Write ``ops`` as one fenced multi-op, without records: the controller's fix-ups of
+        what other tools wrote (a topic without id or partition states), which every broker,
+        this one too, then learns through its sync. Same errors as :meth:`append`."""
+        fence = self._fence
+        if fence is None:
+            raise _not_controller("it is not the active controller")
+        self.generation += 1
+        try:
+            await self._commit(ops, *fence)
+        finally:
+            self.generation += 1
+
+    async def _commit(self, ops: Sequence[Op], epoch: int, epoch_version: int) -> None:
         size = request_size(ops)
         if size > ZK_MAX_REQUEST_BYTES:
             raise KafkaError(ErrorCode.record_list_too_large,
@@ -394,7 +411,6 @@ class ZkMetadataStore:
         parents = {op.path.rsplit("/", 1)[0] or "/" for op in ops if op.kind != "set"}
         for callback in self.on_written:
             callback(data_paths, parents)
-        return self.image.offset + len(records)
 
     async def _facts(self, records: Sequence[MetadataRecord]) -> Facts:
         facts = Facts()

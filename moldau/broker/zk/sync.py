@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kazoo.client import KazooState
@@ -166,6 +166,9 @@ class ZkMetadataSync:
         self._requested = 0
         self._applied = 0
         self._caught_up = asyncio.Condition()
+        #: Called with the decoded state after each applied round (the active controller
+        #: looks for what other tools wrote and it must complete).
+        self.on_round: list[Callable[[ClusterState], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._watcher: Any = None
         self._state_listener: Any = None
@@ -288,5 +291,7 @@ class ZkMetadataSync:
         self.rounds += 1
         if records:
             self.replayed += len(records)
+        for callback in self.on_round:
+            callback(state)
             log.debug("replayed %d metadata records from ZooKeeper", len(records))
         return True

@@ -114,3 +114,38 @@ def test_controller_writes_kafkas_layout_and_every_image_follows(zookeeper_conne
             await reader.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_topic_written_by_an_old_tool_is_completed_by_the_controller(
+        zookeeper_connect: str) -> None:
+    """kafka-topics.sh --zookeeper (Kafka < 3) writes only the assignment, without topic id;
+    the controller gives it an id and partition states, and every broker sees the topic."""
+
+    async def scenario() -> None:
+        nodes: list[Node] = []
+        tool = AsyncZooKeeper(zookeeper_connect)
+        try:
+            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
+            await tool.start(30)
+            await active(nodes)
+            await tool.create(layout.topic_config_path("legacy"),
+                              EntityConfig({"retention.ms": "7"}).to_json())
+            await tool.create(layout.topic_path("legacy"),
+                              b'{"version":1,"partitions":{"0":[2,1],"1":[1,2]}}')
+            await wait_for(lambda: all("legacy" in n.image.topics_by_name for n in nodes),
+                           "the legacy topic in every image")
+            await converged(tool, nodes)
+            data, _ = await tool.get(layout.topic_path("legacy"))
+            assignment = TopicAssignment.from_json(data, "legacy")
+            for node in nodes:
+                topic = node.image.topics_by_name["legacy"]
+                assert topic.topic_id == assignment.topic_id
+                assert {p: (s.leader, s.isr) for p, s in topic.partitions.items()} == {
+                    0: (2, [2, 1]), 1: (1, [1, 2])}
+                assert node.image.topic_configs["legacy"] == {"retention.ms": "7"}
+        finally:
+            for node in nodes:
+                await node.close()
+            await tool.stop()
+
+    asyncio.run(scenario())
