@@ -14,9 +14,18 @@ from moldau.broker.metadata.channel import TopicSpec
 from moldau.broker.metadata.image import MetadataImage
 from moldau.broker.zk import layout
 from moldau.broker.zk.aio import AsyncZooKeeper
+from moldau.broker.zk.cluster_controller import ZkMetadataPlane
 from moldau.protocol.errors import ErrorCode
 
-from .cluster_support import Node, active, converged, register, start_node, wait_for
+from .cluster_support import (
+    Node,
+    active,
+    bootstrap,
+    converged,
+    register,
+    start_node,
+    wait_for,
+)
 
 
 def _partitions(image: MetadataImage, topic: str) -> dict[int, tuple[int, list[int], int]]:
@@ -195,5 +204,34 @@ def test_a_broker_whose_session_expired_reads_everything_again(zookeeper_connect
             for node in nodes:
                 await node.close()
             await reader.stop()
+
+    asyncio.run(scenario())
+
+
+def test_only_a_registered_broker_competes_and_deleting_controller_reelects(
+        zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        zk = AsyncZooKeeper(zookeeper_connect, session_timeout_ms=4000)
+        await zk.start(30)
+        plane = None
+        try:
+            await bootstrap(zk)
+            plane = ZkMetadataPlane.build(zk, 7, MetadataImage(), default_partitions=lambda: 1,
+                                          default_replication_factor=lambda: 1)
+            await plane.start()
+            await asyncio.sleep(1.0)
+            assert not plane.is_active_controller
+            assert await zk.exists(layout.CONTROLLER) is None
+            await register(zk, 7)
+            await wait_for(lambda: plane.is_active_controller, "the registered broker elected")
+            await wait_for(lambda: plane.image.controller_id == 7, "the image names it")
+            epoch = plane.image.controller_epoch
+            await zk.delete(layout.CONTROLLER)  # an operator forces a re-election
+            await wait_for(lambda: plane.image.controller_epoch == epoch + 1, "a re-election")
+            assert plane.is_active_controller
+        finally:
+            if plane is not None:
+                await plane.stop()
+            await zk.stop()
 
     asyncio.run(scenario())
