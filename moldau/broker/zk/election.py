@@ -31,6 +31,7 @@ from kazoo.exceptions import (
     OperationTimeoutError,
     SessionExpiredError,
 )
+from kazoo.protocol.states import EventType, KeeperState
 
 from . import layout
 from .aio import AsyncZooKeeper, TransactionFailed
@@ -188,4 +189,11 @@ class ControllerElection:
             changed.cancel()
         if fired.done() and self.elected is not None:
             event = fired.result()
+            if event.type == EventType.NONE:
+                # kazoo fires every watch with NONE when the connection drops (and forgets
+                # them); only an expired session ends the controller, seen by the state
+                # listener. Watch again once reconnected.
+                if event.state == KeeperState.EXPIRED_SESSION:
+                    self._resign("its ZooKeeper session expired")
+                return
             self._resign(f"{layout.CONTROLLER} {str(event.type).lower()}")

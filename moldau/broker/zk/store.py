@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -340,7 +341,9 @@ class ZkMetadataStore:
     async def _append(self, records: Sequence[MetadataRecord], epoch: int,
                       epoch_version: int) -> int:
         try:
-            facts = await asyncio.wait_for(self._facts(records), self.timeout_s)
+            # plain reads: sent again after a lost connection (kazoo holds them meanwhile)
+            facts = await self.zk.until_connected(self._facts, records,
+                                                  deadline_s=self.timeout_s)
         except (TimeoutError, ConnectionLoss, OperationTimeoutError) as exc:
             raise KafkaError(ErrorCode.request_timed_out,
                              f"ZooKeeper ({self.zk.hosts}) did not answer within "
@@ -382,9 +385,7 @@ class ZkMetadataStore:
                     txn.delete(op.path)
 
         try:
-            await asyncio.wait_for(
-                self.zk.fenced_commit(layout.CONTROLLER_EPOCH, epoch_version, fill),
-                self.timeout_s)
+            resent = await self._commit_until_connected(fill, epoch_version)
         except TransactionFailed as exc:
             first = exc.results[0] if exc.results else None
             if isinstance(first, BadVersionError | NoNodeError):
@@ -397,6 +398,13 @@ class ZkMetadataStore:
             failed = next((op for op, r in zip(ops, exc.results[1:], strict=False)
                            if isinstance(r, Exception) and type(r).__name__ != "RolledBackError"),
                           None)
+            if getattr(exc, "resent", False):
+                raise KafkaError(ErrorCode.request_timed_out,
+                                 f"The connection to ZooKeeper ({self.zk.hosts}) was lost "
+                                 f"during the metadata write and the write sent again was "
+                                 f"refused ({exc.cause!r} at {failed.path if failed else '?'}): "
+                                 f"the first one probably applied, and the metadata will show "
+                                 f"it shortly; retry if it does not") from exc
             raise KafkaError(ErrorCode.unknown_server_error,
                              f"ZooKeeper refused the metadata write ({exc.cause!r} at "
                              f"{failed.path if failed else '?'}): this controller's view is "
@@ -407,10 +415,34 @@ class ZkMetadataStore:
             raise KafkaError(ErrorCode.request_timed_out,
                              f"ZooKeeper ({self.zk.hosts}) did not confirm the metadata write "
                              f"within {self.timeout_s} s; it may still apply. Retry") from exc
+        if resent:
+            log.info("a metadata write was sent again after a lost ZooKeeper connection")
         data_paths = {op.path for op in ops if not op.sequence}
         parents = {op.path.rsplit("/", 1)[0] or "/" for op in ops if op.kind != "set"}
         for callback in self.on_written:
             callback(data_paths, parents)
+
+    async def _commit_until_connected(self, fill: Callable[[Any], None],
+                                      epoch_version: int) -> bool:
+        """The fenced multi-op, sent again when the connection is lost before its answer (a
+        multi-op is atomic, and fenced: sent twice, at most one applies); True if it was sent
+        more than once. A failure after a resend carries ``resent``."""
+        deadline = time.monotonic() + self.timeout_s
+        resent = False
+        while True:
+            try:
+                await asyncio.wait_for(
+                    self.zk.fenced_commit(layout.CONTROLLER_EPOCH, epoch_version, fill),
+                    max(0.0, deadline - time.monotonic()))
+                return resent
+            except TransactionFailed as exc:
+                exc.resent = resent  # type: ignore[attr-defined]
+                raise
+            except ConnectionLoss:
+                if time.monotonic() + 0.1 > deadline:
+                    raise
+                resent = True
+                await asyncio.sleep(0.1)
 
     async def _facts(self, records: Sequence[MetadataRecord]) -> Facts:
         facts = Facts()
