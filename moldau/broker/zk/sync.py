@@ -51,6 +51,7 @@ from .aio import AsyncZooKeeper
 from .snapshot import (
     CHILDREN_PATHS,
     ClusterState,
+    Memo,
     Znode,
     decode,
     decode_assignment,
@@ -71,9 +72,10 @@ class ZnodeCache:
     def __init__(self) -> None:
         self.children: dict[str, list[str]] = {}
         self.data: dict[str, Znode] = {}
+        self.memo: Memo = {}
 
     def state(self) -> ClusterState:
-        return decode(self.data, self.children)
+        return decode(self.data, self.children, self.memo)
 
     async def refresh(self, zk: AsyncZooKeeper, watcher: Any = None, *, full: bool = True,
                       children: set[str] | frozenset[str] = frozenset(),
@@ -99,6 +101,8 @@ class ZnodeCache:
         keep = set(needed)
         for path in [p for p in self.data if p not in keep]:
             del self.data[path]
+        for path in [p for p in self.memo if p not in keep]:
+            del self.memo[path]
 
     def _assignments(self) -> dict[str, Any]:
         out = {}
@@ -108,7 +112,7 @@ class ZnodeCache:
             except ValueError:
                 continue
             if path in self.data:
-                assignment = decode_assignment(topic, self.data[path])
+                assignment = decode_assignment(topic, self.data[path], self.memo)
                 if assignment is not None:
                     out[topic] = assignment
         return out
