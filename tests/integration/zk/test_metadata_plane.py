@@ -149,3 +149,26 @@ def test_a_topic_written_by_an_old_tool_is_completed_by_the_controller(
             await tool.stop()
 
     asyncio.run(scenario())
+
+
+def test_replicas_spread_over_racks_from_the_registrations(zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        nodes: list[Node] = []
+        try:
+            racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+            nodes = [await start_node(zookeeper_connect, b, rack=r) for b, r in racks.items()]
+            controller = await active(nodes)
+            await wait_for(lambda: len(controller.image.brokers) == 4, "four brokers")
+            assert {b.broker_id: b.rack for b in controller.image.brokers.values()} == racks
+            [result] = await controller.plane.controller.create_topics(
+                [TopicSpec("racked", 8, 2)])
+            assert result.error == ErrorCode.none, result
+            partitions = controller.image.topics_by_name["racked"].partitions.values()
+            for state in partitions:
+                assert {racks[b] for b in state.replicas} == {"a", "b"}
+            assert Counter(s.leader for s in partitions) == {1: 2, 2: 2, 3: 2, 4: 2}
+        finally:
+            for node in nodes:
+                await node.close()
+
+    asyncio.run(scenario())
