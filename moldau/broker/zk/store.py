@@ -233,9 +233,16 @@ def _create_topic(topic: TopicImage, configs: dict[str, str], controller_epoch: 
             Op("create", layout.partitions_path(name))]
     for p, state in sorted(topic.partitions.items()):
         ops += [Op("create", layout.partition_path(name, p)),
-                Op("create", layout.partition_state_path(name, p),
-                   _state_json(state, controller_epoch))]
+                *_new_state(layout.partition_state_path(name, p), state, controller_epoch)]
     return ops
+
+
+def _new_state(path: str, state: Any, controller_epoch: int) -> list[Op]:
+    """Create a state znode whose version is the partition's epoch (sets after the create if
+    the same batch also changed the new partition)."""
+    data = _state_json(state, controller_epoch)
+    return [Op("create", path, data),
+            *(Op("set", path, data, v) for v in range(state.partition_epoch))]
 
 
 def _change_topic(before: TopicImage, after: TopicImage,
@@ -252,7 +259,8 @@ def _change_topic(before: TopicImage, after: TopicImage,
         path = layout.partition_state_path(name, p)
         data = _state_json(state, controller_epoch)
         if old is None:
-            ops += [Op("create", layout.partition_path(name, p)), Op("create", path, data)]
+            ops += [Op("create", layout.partition_path(name, p)),
+                    *_new_state(path, state, controller_epoch)]
             continue
         # One conditional set per change: the znode's version keeps equal to the image's
         # partition epoch, which the replay advances once per PartitionChangeRecord.
