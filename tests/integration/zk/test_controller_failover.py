@@ -235,3 +235,47 @@ def test_only_a_registered_broker_competes_and_deleting_controller_reelects(
             await zk.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_controller_whose_session_expires_stops_and_another_takes_over(
+        zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        nodes: list[Node] = []
+        reader = AsyncZooKeeper(zookeeper_connect)
+        try:
+            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
+            await reader.start(30)
+            old = await active(nodes)
+            epoch = old.image.controller_epoch
+            session = old.zk.client.client_id
+
+            def expire() -> None:
+                thief = KazooClient(hosts=zookeeper_connect, client_id=session)
+                thief.start(30)
+                thief.stop()
+                thief.close()
+
+            await asyncio.to_thread(expire)
+            await wait_for(lambda: not old.plane.is_active_controller, "the old controller stops")
+            new = await active([n for n in nodes if n is not old])
+            assert new.image.controller_epoch == epoch + 1
+            # the old controller's writes are refused, not half-applied
+            [result] = await old.plane.controller.create_topics([TopicSpec("stale", 1, 1)])
+            assert result.error == ErrorCode.not_controller
+            assert await reader.exists(layout.topic_path("stale")) is None
+            # once registered again it follows the new controller
+            await wait_for(lambda: old.zk.state == "CONNECTED"
+                           and old.zk.session_id != session[0], "a new session")
+            await register(old.zk, old.broker_id)
+            await wait_for(lambda: old.broker_id in new.image.brokers, "the re-registration")
+            [result] = await new.plane.controller.create_topics([TopicSpec("fresh", 2, 2)])
+            assert result.error == ErrorCode.none, result
+            await converged(reader, nodes)
+            assert old.image.controller_id == new.broker_id
+            assert not old.plane.is_active_controller
+        finally:
+            for node in nodes:
+                await node.close()
+            await reader.stop()
+
+    asyncio.run(scenario())
