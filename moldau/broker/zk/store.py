@@ -406,6 +406,7 @@ class ZkMetadataStore:
             failed = next((op for op, r in zip(ops, exc.results[1:], strict=False)
                            if isinstance(r, Exception) and type(r).__name__ != "RolledBackError"),
                           None)
+            self._touched(ops)  # read them again: ZooKeeper holds something else
             if getattr(exc, "resent", False):
                 raise KafkaError(ErrorCode.request_timed_out,
                                  f"The connection to ZooKeeper ({self.zk.hosts}) was lost "
@@ -425,6 +426,10 @@ class ZkMetadataStore:
                              f"within {self.timeout_s} s; it may still apply. Retry") from exc
         if resent:
             log.info("a metadata write was sent again after a lost ZooKeeper connection")
+        self._touched(ops)
+
+    def _touched(self, ops: Sequence[Op]) -> None:
+        """Tell ``on_written`` what ``ops`` wrote (or tried to)."""
         data_paths = {op.path for op in ops if not op.sequence}
         parents = {op.path.rsplit("/", 1)[0] or "/" for op in ops if op.kind != "set"}
         for callback in self.on_written:
