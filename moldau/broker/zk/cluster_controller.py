@@ -165,7 +165,11 @@ class ZkMetadataPlane:
     controller (None otherwise: use the forwarding channel to ``image.controller_id``).
     ``await stop()`` gives up the controller (if held) and stops following ZooKeeper.
 
-    Broker registration (``/brokers/ids/<id>``) is the broker's own business, not the plane's.
+    Broker registration (``/brokers/ids/<id>``) is the broker's own business, not the plane's;
+    the election waits until this session holds it. ``image.controller_id`` (from
+    ``/controller``) names this broker a moment before ``is_active_controller`` turns true (the
+    winner first catches up), and a moment after it turned false (deposed): a change the local
+    controller gets in that gap answers NOT_CONTROLLER, which forwarders and clients retry.
     """
 
     def __init__(self, zk: AsyncZooKeeper, broker_id: int, controller: Controller,
