@@ -334,8 +334,11 @@ class ZkMetadataPlane:
         try:
             records = await self.controller.commit_with(
                 lambda image: leader_elections(image, self.shutting_down))
-        except KafkaError as exc:
-            log.warning("leader election after a broker change failed: %s", exc)
+        except Exception as exc:
+            if isinstance(exc, KafkaError):
+                log.warning("leader election after a broker change failed: %s", exc)
+            else:
+                log.exception("leader election after a broker change failed")
             if self.is_active_controller:
                 await asyncio.sleep(1.0)
                 self._reconcile_soon()

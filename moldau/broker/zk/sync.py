@@ -37,7 +37,6 @@ from typing import Any
 from kazoo.client import KazooState
 from kazoo.exceptions import (
     ConnectionLoss,
-    KazooException,
     NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
@@ -250,8 +249,10 @@ class ZkMetadataSync:
                 self._full = True
                 applied = False
                 await asyncio.sleep(RETRY_DELAY_S)
-            except KazooException:
-                log.exception("reading the cluster state from ZooKeeper failed; retrying")
+            except Exception:
+                # Whatever went wrong, this broker must not stop following the cluster.
+                log.exception("following the cluster state in ZooKeeper failed; reading it "
+                              "all again")
                 self._full = True
                 applied = False
                 await asyncio.sleep(RETRY_DELAY_S)

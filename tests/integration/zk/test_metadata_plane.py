@@ -172,3 +172,37 @@ def test_replicas_spread_over_racks_from_the_registrations(zookeeper_connect: st
                 await node.close()
 
     asyncio.run(scenario())
+
+
+def test_znodes_that_are_not_kafkas_do_not_stop_the_brokers_following(
+        zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        nodes: list[Node] = []
+        tool = AsyncZooKeeper(zookeeper_connect)
+        try:
+            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
+            await tool.start(30)
+            controller = await active(nodes)
+            channel = controller.plane.controller
+            [result] = await channel.create_topics([TopicSpec("kept", 2, 1)])
+            assert result.error == ErrorCode.none
+            await wait_for(lambda: all("kept" in n.image.topics_by_name for n in nodes), "kept")
+            before = {n.broker_id: vars(n.image.topics_by_name["kept"].partitions[0]).copy()
+                      for n in nodes}
+            await tool.set(layout.partition_state_path("kept", 0), b"\xff not json")
+            await tool.create(f"{layout.BROKER_IDS}/not-a-number", b"{}")
+            await tool.set(layout.topic_config_path("kept"), b"[1, 2]")
+            [result] = await channel.create_topics([TopicSpec("later", 1, 1)])
+            assert result.error == ErrorCode.none
+            await wait_for(lambda: all("later" in n.image.topics_by_name for n in nodes),
+                           "the brokers still following")
+            for node in nodes:
+                assert vars(node.image.topics_by_name["kept"].partitions[0]) == \
+                    before[node.broker_id]
+                assert node.plane.sync._task is not None and not node.plane.sync._task.done()
+        finally:
+            for node in nodes:
+                await node.close()
+            await tool.stop()
+
+    asyncio.run(scenario())
