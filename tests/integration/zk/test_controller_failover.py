@@ -14,9 +14,18 @@ from moldau.broker.metadata.channel import TopicSpec
 from moldau.broker.metadata.image import MetadataImage
 from moldau.broker.zk import layout
 from moldau.broker.zk.aio import AsyncZooKeeper
+from moldau.broker.zk.cluster_controller import ZkMetadataPlane
 from moldau.protocol.errors import ErrorCode
 
-from .cluster_support import Node, active, converged, register, start_node, wait_for
+from .cluster_support import (
+    Node,
+    active,
+    bootstrap,
+    converged,
+    register,
+    start_node,
+    wait_for,
+)
 
 
 def _partitions(image: MetadataImage, topic: str) -> dict[int, tuple[int, list[int], int]]:
@@ -191,6 +200,79 @@ def test_a_broker_whose_session_expired_reads_everything_again(zookeeper_connect
             assert result.error == ErrorCode.none, result
             await wait_for(lambda: "later" in other.image.topics_by_name, "the new topic")
             await converged(reader, nodes)
+        finally:
+            for node in nodes:
+                await node.close()
+            await reader.stop()
+
+    asyncio.run(scenario())
+
+
+def test_only_a_registered_broker_competes_and_deleting_controller_reelects(
+        zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        zk = AsyncZooKeeper(zookeeper_connect, session_timeout_ms=4000)
+        await zk.start(30)
+        plane = None
+        try:
+            await bootstrap(zk)
+            plane = ZkMetadataPlane.build(zk, 7, MetadataImage(), default_partitions=lambda: 1,
+                                          default_replication_factor=lambda: 1)
+            await plane.start()
+            await asyncio.sleep(1.0)
+            assert not plane.is_active_controller
+            assert await zk.exists(layout.CONTROLLER) is None
+            await register(zk, 7)
+            await wait_for(lambda: plane.is_active_controller, "the registered broker elected")
+            await wait_for(lambda: plane.image.controller_id == 7, "the image names it")
+            epoch = plane.image.controller_epoch
+            await zk.delete(layout.CONTROLLER)  # an operator forces a re-election
+            await wait_for(lambda: plane.image.controller_epoch == epoch + 1, "a re-election")
+            assert plane.is_active_controller
+        finally:
+            if plane is not None:
+                await plane.stop()
+            await zk.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_controller_whose_session_expires_stops_and_another_takes_over(
+        zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        nodes: list[Node] = []
+        reader = AsyncZooKeeper(zookeeper_connect)
+        try:
+            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
+            await reader.start(30)
+            old = await active(nodes)
+            epoch = old.image.controller_epoch
+            session = old.zk.client.client_id
+
+            def expire() -> None:
+                thief = KazooClient(hosts=zookeeper_connect, client_id=session)
+                thief.start(30)
+                thief.stop()
+                thief.close()
+
+            await asyncio.to_thread(expire)
+            await wait_for(lambda: not old.plane.is_active_controller, "the old controller stops")
+            new = await active([n for n in nodes if n is not old])
+            assert new.image.controller_epoch == epoch + 1
+            # the old controller's writes are refused, not half-applied
+            [result] = await old.plane.controller.create_topics([TopicSpec("stale", 1, 1)])
+            assert result.error == ErrorCode.not_controller
+            assert await reader.exists(layout.topic_path("stale")) is None
+            # once registered again it follows the new controller
+            await wait_for(lambda: old.zk.state == "CONNECTED"
+                           and old.zk.session_id != session[0], "a new session")
+            await register(old.zk, old.broker_id)
+            await wait_for(lambda: old.broker_id in new.image.brokers, "the re-registration")
+            [result] = await new.plane.controller.create_topics([TopicSpec("fresh", 2, 2)])
+            assert result.error == ErrorCode.none, result
+            await converged(reader, nodes)
+            assert old.image.controller_id == new.broker_id
+            assert not old.plane.is_active_controller
         finally:
             for node in nodes:
                 await node.close()

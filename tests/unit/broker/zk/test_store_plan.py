@@ -117,3 +117,11 @@ def test_records_brokers_write_themselves_are_refused() -> None:
         plan_ops(MetadataImage(), [RegisterBrokerRecord(1, uuid.uuid4())], 1, Facts())
     assert info.value.code == ErrorCode.invalid_request
     assert "/brokers/ids" in info.value.message
+
+
+def test_a_new_partition_changed_in_the_same_batch_keeps_version_equal_to_epoch() -> None:
+    image, records = _created()
+    ops = plan_ops(image, [*records, PartitionChangeRecord(T, 1, leader=1)], 7, Facts())
+    state = [op for op in ops if op.path == "/brokers/topics/t/partitions/1/state"]
+    assert [(op.kind, op.version) for op in state] == [("create", -1), ("set", 0)]
+    assert PartitionState.from_json(state[-1].data, "t", 1).leader_epoch == 1
