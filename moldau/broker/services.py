@@ -12,7 +12,9 @@ A single node runs the active controller itself: ``controller`` is the local
 this node's, replayed when the node opens its metadata log.
 
 A broker of a ZooKeeper cluster (``zookeeper.connect``) has ``cluster``, its
-:class:`~.zk.node.ZkBrokerNode` (session, cluster id, registration, fencing), and its
+:class:`~.zk.node.ZkBrokerNode` (session, cluster id, registration, fencing), and ``plane``,
+its :class:`~.zk.cluster_controller.ZkMetadataPlane` (the image kept equal to ZooKeeper, the
+election, and the controller whose store is ZooKeeper; no ``metadata_log``). Its
 ``controller`` is an :class:`~.metadata.selection.ActiveControllerChannel`: the local
 controller while the image names this broker the active one, else a
 :class:`~.metadata.forwarding.ForwardingControllerChannel` to the one it names.

@@ -142,6 +142,7 @@ async def open_node(config: BrokerConfig, *,
              "truncated)", len(manager.all_logs()), stats.segments, stats.segments_recovered,
              stats.batches_scanned, stats.bytes_truncated)
     check_descriptor_limit(len(manager.all_logs()))
+    services: NodeServices | None = None
     try:
         services = _open_components(config, cluster_id, image, manager, stats, time_ms, cluster)
         if services.plane is not None:
@@ -155,6 +156,8 @@ async def open_node(config: BrokerConfig, *,
         return services
     except BaseException:
         # Nothing stays open behind a failed start.
+        if services is not None and services.plane is not None:
+            await services.plane.stop()
         await _in_thread(manager.shutdown)
         raise
 

@@ -207,3 +207,24 @@ def test_expired_session_fences_the_broker_until_it_registers_again(
     assert stat.ephemeralOwner not in (0, root_zk.client_id[0])
     with Wire(broker.port()) as wire:
         assert produce(wire, "fenced", 0, batch)["error_code"] == ErrorCode.none
+
+
+def test_a_broker_starts_and_serves_with_one_of_three_zookeeper_servers_down(
+        zookeeper_ensemble: ZooKeeperEnsemble, zookeeper_chroot: str,
+        brokers: Callable[..., BrokerProcess]) -> None:
+    # zookeeper.connect names the whole ensemble; a majority is enough.
+    zookeeper_ensemble.kill_node(zookeeper_ensemble.node(1))
+    connect = zookeeper_ensemble.connect(zookeeper_chroot)
+    broker = brokers(1, connect).start(90)
+    client = KazooClient(hosts=connect, timeout=10.0)
+    client.start(30)
+    try:
+        wait_for(lambda: client.exists("/brokers/ids/1") is not None, 30, "the registration")
+        assert cluster_id_in(client) == broker.cluster_id
+    finally:
+        client.stop()
+        client.close()
+
+
+def cluster_id_in(client: KazooClient) -> str:
+    return json.loads(client.get("/cluster/id")[0])["id"]

@@ -6,22 +6,25 @@ retried per controlled.shutdown.max.retries / retry.backoff.ms, then giving up w
 from __future__ import annotations
 
 import asyncio
-import logging
+import json
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from broker_wire import Wire
+from kazoo.client import KazooClient
 
 from moldau.broker.controlled_shutdown import send_controlled_shutdown
 from moldau.broker.metadata.records import (
-    BrokerEndpoint,
     ControllerChangeRecord,
     PartitionRecord,
-    RegisterBrokerRecord,
     TopicRecord,
 )
 from moldau.protocol import controlled_shutdown as codec
+from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode as E
 from moldau.testing.processes import closed_port
 from moldau.testing.runner import BrokerProcess, InProcessBroker
@@ -50,73 +53,131 @@ def test_the_active_controller_answers_controlled_shutdown() -> None:
         assert ask(port, 1).error_code == E.not_controller
 
 
-def in_cluster(zookeeper_connect: str, **settings: object) -> InProcessBroker:
-    return InProcessBroker(node_id=2, settings={
-        "zookeeper.connect": zookeeper_connect, "controlled.shutdown.max.retries": 2,
+def cluster_broker(tmp_path: Path, connect: str, node_id: int, **settings: object
+                   ) -> BrokerProcess:
+    return BrokerProcess(tmp_path / f"data-{node_id}", node_id=node_id, settings={
+        "zookeeper.connect": connect, "zookeeper.session.timeout.ms": 4000,
         "controlled.shutdown.retry.backoff.ms": 100, **settings})
 
 
-def name_controller(broker: InProcessBroker, controller_id: int, port: int) -> None:
-    image = broker.broker.image
-    broker.call(image.replay, RegisterBrokerRecord(
-        controller_id, uuid.uuid4(), [BrokerEndpoint("PLAINTEXT", "127.0.0.1", port)]))
-    broker.call(image.replay, ControllerChangeRecord(controller_id, 5))
+@pytest.fixture
+def cluster(tmp_path: Path, zookeeper_connect: str
+            ) -> Iterator[Callable[..., BrokerProcess]]:
+    """Start cluster brokers; broker 1, started first, is waited for as the controller."""
+    started: list[BrokerProcess] = []
+
+    def start(node_id: int, **settings: object) -> BrokerProcess:
+        broker = cluster_broker(tmp_path, zookeeper_connect, node_id, **settings)
+        started.append(broker)
+        broker.start(60)
+        if node_id == 1:
+            wait_for(lambda: "broker 1 is the active controller" in broker.log_text(), 30,
+                     "broker 1 to become the controller")
+        return broker
+
+    yield start
+    for broker in started:
+        broker.close()
 
 
-def test_a_stopping_broker_asks_the_active_controller_first(
-        zookeeper_connect: str, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
-    with InProcessBroker() as controller:
-        # The controller (broker 1) knows broker 2.
-        controller.call(controller.broker.image.replay, RegisterBrokerRecord(
-            2, uuid.uuid4(), [BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1)]))
-        broker = in_cluster(zookeeper_connect).start()
-        name_controller(broker, 1, controller.broker.bound_port())
-        broker.stop()
-    assert "controlled shutdown of broker 2 requested" in caplog.text
-    assert "controlled shutdown succeeded (attempt 1 of 2)" in caplog.text
+def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-def test_remaining_partitions_are_retried_then_the_broker_stops_anyway(
-        zookeeper_connect: str, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
-    with InProcessBroker() as controller:
-        image = controller.broker.image
-        controller.call(image.replay, RegisterBrokerRecord(
-            2, uuid.uuid4(), [BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1)]))
-        topic_id = uuid.uuid4()
-        controller.call(image.replay, TopicRecord("stuck", topic_id))
-        controller.call(image.replay, PartitionRecord(topic_id, 0, [2, 1], [2, 1], 2))
-        broker = in_cluster(zookeeper_connect).start()
-        name_controller(broker, 1, controller.broker.bound_port())
-        broker.stop()
-    assert caplog.text.count("controlled shutdown of broker 2 requested") == 2
+def metadata(port: int) -> dict[str, Any]:
+    with Wire(port) as wire:
+        return wire.call(ApiKey.METADATA, 12, {"topics": None,
+                                               "allow_auto_topic_creation": False,
+                                               "include_topic_authorized_operations": False})
+
+
+def create_topic(port: int, name: str, assignment: list[list[int]]) -> None:
+    with Wire(port) as wire:
+        [answer] = wire.call(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+            "name": name, "num_partitions": -1, "replication_factor": -1,
+            "assignments": [{"partition_index": p, "broker_ids": replicas}
+                            for p, replicas in enumerate(assignment)],
+            "configs": []}], "timeout": 30000, "validate_only": False})["topics"]
+    assert answer["error_code"] == E.none, answer
+
+
+def leaders(port: int, topic: str) -> dict[int, int]:
+    for entry in metadata(port)["topics"]:
+        if entry["name"] == topic:
+            return {p["partition_index"]: p["leader_id"] for p in entry["partitions"]}
+    return {}
+
+
+def test_sigterm_moves_leadership_to_another_replica_first(
+        cluster: Callable[..., BrokerProcess], kazoo_client: KazooClient) -> None:
+    controller = cluster(1)
+    leaving = cluster(2)
+    wait_for(lambda: len(metadata(controller.port())["brokers"]) == 2, 30, "two brokers")
+    create_topic(controller.port(), "moved", [[2, 1], [2, 1], [1, 2]])
+    wait_for(lambda: leaders(controller.port(), "moved") == {0: 2, 1: 2, 2: 1}, 30,
+             "the topic's leaders")
+    before = json.loads(kazoo_client.get("/brokers/topics/moved/partitions/0/state")[0])
+    assert leaving.stop() == 0
+    log = leaving.log_text()
+    assert "controlled shutdown succeeded (attempt 1 of 3)" in log
+    assert log.index("controlled shutdown succeeded") < log.index("shut down completed")
+    assert "controlled shutdown of broker 2 requested" in controller.log_text()
+    after = json.loads(kazoo_client.get("/brokers/topics/moved/partitions/0/state")[0])
+    assert after["leader"] == 1 and after["leader_epoch"] == before["leader_epoch"] + 1
+    assert leaders(controller.port(), "moved") == {0: 1, 1: 1, 2: 1}
+
+
+def test_partitions_no_replica_can_take_are_retried_then_the_broker_stops_anyway(
+        cluster: Callable[..., BrokerProcess]) -> None:
+    controller = cluster(1)
+    leaving = cluster(2, **{"controlled.shutdown.max.retries": 2})
+    other = cluster(3)
+    wait_for(lambda: len(metadata(controller.port())["brokers"]) == 3, 30, "three brokers")
+    create_topic(controller.port(), "stuck", [[2, 3]])
+    other.kill()  # broker 3 leaves the ISR when its session expires: nobody can take over
+    wait_for(lambda: len(metadata(controller.port())["brokers"]) == 2, 30,
+             "broker 3's session to expire")
+    assert leaving.stop() == 0
+    log = leaving.log_text()
     assert ("controlled shutdown attempt 2 of 2 failed: 1 partition(s) are still led by "
-            "this broker: stuck-0") in caplog.text
-    assert "Proceeding to do an unclean shutdown" in caplog.text
+            "this broker: stuck-0") in log
+    assert "Proceeding to do an unclean shutdown" in log
+    assert controller.log_text().count("controlled shutdown of broker 2 requested") == 2
 
 
 def test_an_unreachable_controller_does_not_hold_the_shutdown(
-        zookeeper_connect: str, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
-    broker = in_cluster(zookeeper_connect).start()
+        cluster: Callable[..., BrokerProcess]) -> None:
+    # The controller advertises an inter-broker address nobody listens on (a mistake an
+    # operator can make): every attempt is refused, and the broker stops anyway.
     with closed_port() as dead:
-        name_controller(broker, 1, dead)
+        internal = {"listeners": "PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:0",
+                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+                    "inter.broker.listener.name": "INTERNAL"}
+        controller = cluster(1, **internal, **{
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.1:{dead}"})
+        leaving = cluster(2, **internal, **{"controlled.shutdown.max.retries": 2})
+        wait_for(lambda: len(metadata(controller.port())["brokers"]) == 2, 30, "two brokers")
         began = time.monotonic()
-        broker.stop()
+        assert leaving.stop() == 0
     assert time.monotonic() - began < 30
-    assert "could not be asked" in caplog.text
-    assert "Proceeding to do an unclean shutdown" in caplog.text
+    log = leaving.log_text()
+    assert f"the active controller (broker 1 at 127.0.0.1:{dead}) could not be asked" in log
+    assert "Proceeding to do an unclean shutdown" in log
 
 
-def test_controlled_shutdown_can_be_turned_off(
-        zookeeper_connect: str, caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
-    broker = in_cluster(zookeeper_connect, **{"controlled.shutdown.enable": False}).start()
-    with closed_port() as dead:
-        name_controller(broker, 1, dead)
-        broker.stop()
-    assert "controlled shutdown" not in caplog.text
+def test_controlled_shutdown_can_be_turned_off(cluster: Callable[..., BrokerProcess]) -> None:
+    controller = cluster(1)
+    leaving = cluster(2, **{"controlled.shutdown.enable": False})
+    wait_for(lambda: len(metadata(controller.port())["brokers"]) == 2, 30, "two brokers")
+    assert leaving.stop() == 0
+    assert "controlled shutdown" not in leaving.log_text()
+    assert "controlled shutdown" not in controller.log_text()
 
 
 def test_sigterm_does_a_controlled_shutdown(zookeeper_connect: str, tmp_path: Path) -> None:
