@@ -115,6 +115,14 @@ class FetchRead:
     has_error: bool
 
 
+def error_entry(index: int, error: ErrorCode,
+                current_leader: tuple[int, int] | None = None) -> FetchPartitionData:
+    """A Fetch answer for a partition that cannot be read: empty records, not null, as Kafka
+    sends (librdkafka fails to parse the whole response on a null record set: "invalid
+    MessageSetSize -1")."""
+    return FetchPartitionData(index, error, records=b"", current_leader=current_leader)
+
+
 def _nothing() -> None:
     return None
 
@@ -499,8 +507,7 @@ class ReplicaManager:
                     if partition in (ErrorCode.not_leader_or_follower,
                                      ErrorCode.fenced_leader_epoch):
                         hint = self.current_leader(t.topic, t.partition)
-                    entries.append(FetchPartitionData(t.partition, partition,
-                                                      current_leader=hint))
+                    entries.append(error_entry(t.partition, partition, hint))
                     continue
                 budget = min(t.max_bytes, max_bytes - total)
                 read = partition.read(t.fetch_offset, max(budget, 0), committed,
