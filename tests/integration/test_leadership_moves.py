@@ -11,6 +11,7 @@ OffsetForLeaderEpoch (KIP-320).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -21,7 +22,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from moldau.broker.dispatch import REGISTRY, load_handlers
 from moldau.broker.group.partitioning import OFFSETS_TOPIC, partition_for
+from moldau.protocol.api_keys import ApiKey
 from moldau.testing.runner import InProcessBroker
 
 TIMEOUT = 60
@@ -66,7 +69,24 @@ def set_leader(broker: InProcessBroker, topic: str, partition: int, leader: int)
     broker.call(lambda: context.controller.change_partition(topic_id, partition, leader=leader))
 
 
-def test_clients_wait_out_a_partition_without_leader(broker: InProcessBroker) -> None:
+def epoch_requests(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The OffsetForLeaderEpoch requests the broker gets from now on."""
+    load_handlers()
+    spec = REGISTRY[ApiKey.OFFSET_FOR_LEADER_EPOCH]
+    seen: list[Any] = []
+
+    def recording(ctx: Any, request: Any) -> Any:
+        seen.append(request)
+        return spec.fn(ctx, request)
+
+    monkeypatch.setitem(REGISTRY, ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                        dataclasses.replace(spec, fn=recording))
+    return seen
+
+
+def test_clients_wait_out_a_partition_without_leader(broker: InProcessBroker,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    validations = epoch_requests(monkeypatch)
     topic = f"moves-{uuid.uuid4().hex[:8]}"
     group = f"g-{uuid.uuid4().hex[:8]}"
     bootstrap = broker.bootstrap
@@ -124,6 +144,8 @@ def test_clients_wait_out_a_partition_without_leader(broker: InProcessBroker) ->
         consumer.commit(asynchronous=False)
         [committed] = consumer.committed([TopicPartition(topic, 0)], timeout=TIMEOUT)
         assert committed.offset == 10
+        # The consumer validated its position in the new epoch (KIP-320).
+        assert any(t.topic == topic for request in validations for t in request.topics)
         # Every answer parsed (an error partition with a null record set once made librdkafka
         # fail on the whole Fetch response and retry at once, in a tight loop).
         assert [line for line in lines.lines if "parse failure" in line] == []
