@@ -661,3 +661,27 @@ def test_offset_for_leader_epoch(tmp_path: Path, version: int) -> None:
         await node.close()
 
     run(main())
+
+
+def test_a_topic_created_through_another_controller_is_being_created(tmp_path: Path) -> None:
+    """Auto-creation on a broker that is not the controller: the controller (elsewhere)
+    created the topic, but its records have not reached this broker's image yet. Kafka
+    answers LEADER_NOT_AVAILABLE ("being created"), which clients retry; not
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    async def main() -> None:
+        node = await seed_cluster(tmp_path)
+        asked: list[list[str]] = []
+
+        async def created_elsewhere(names: list[str]) -> dict[str, Any]:
+            asked.append(names)
+            return {}
+
+        node.auto_create_topics = created_elsewhere  # type: ignore[method-assign]
+        body = metadata_body(12, "fresh")
+        body["allow_auto_topic_creation"] = True
+        answer = await call(node, ApiKey.METADATA, 12, body)
+        assert asked == [["fresh"]]
+        assert answer["topics"][0]["error_code"] == E.leader_not_available
+        await node.close()
+
+    run(main())
