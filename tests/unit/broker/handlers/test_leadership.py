@@ -24,6 +24,7 @@ import pytest
 
 from moldau.broker.group.consumer_protocol import encode_subscription
 from moldau.broker.group.partitioning import OFFSETS_TOPIC, partition_for
+from moldau.broker.metadata.forwarding import forwarding_client_id
 from moldau.broker.metadata.records import (
     BrokerRegistrationChangeRecord,
     MetadataRecord,
@@ -682,6 +683,26 @@ def test_a_topic_created_through_another_controller_is_being_created(tmp_path: P
         answer = await call(node, ApiKey.METADATA, 12, body)
         assert asked == [["fresh"]]
         assert answer["topics"][0]["error_code"] == E.leader_not_available
+        await node.close()
+
+    run(main())
+
+
+def test_a_broker_creates_the_offsets_topic_through_the_controller(tmp_path: Path) -> None:
+    """FindCoordinator on a broker that is not the controller forwards CreateTopics for
+    ``__consumer_offsets`` to the controller: the controller lets a broker's request through,
+    a client's is still refused."""
+    async def main() -> None:
+        node = await fake_node(tmp_path, node_id=2, brokers={1: ["PLAINTEXT"], 2: ["PLAINTEXT"]})
+        body = {"topics": [{"name": OFFSETS_TOPIC, "num_partitions": 3,
+                            "replication_factor": 1, "assignments": [], "configs": []}],
+                "timeout": 30_000, "validate_only": False}
+        client = await call(node, ApiKey.CREATE_TOPICS, 7, body)
+        assert client["topics"][0]["error_code"] == E.invalid_request
+        broker = await call(node, ApiKey.CREATE_TOPICS, 7, body,
+                            client_id=forwarding_client_id(1))
+        assert broker["topics"][0]["error_code"] == E.none
+        assert len(node.image.topics_by_name[OFFSETS_TOPIC].partitions) == 3
         await node.close()
 
     run(main())
