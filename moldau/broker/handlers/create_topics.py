@@ -35,9 +35,9 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ..dispatch import RequestContext, handler
+from ..metadata import forwarding
 from ..metadata.configs import topic_entries
 from ..metadata.controller import TopicResult, TopicSpec
-from ..metadata.forwarding import forwarded_by
 from ..metadata.validation import INTERNAL_TOPICS
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -66,7 +66,7 @@ async def handle_create_topics(ctx: RequestContext, request: Any) -> Any:
     specs: list[TopicSpec] = []
     for topic in request.topics:
         answer = _refusal(topic, counts, broker.image.topics_by_name,
-                          forwarded=forwarded_by(ctx.header.client_id) is not None)
+                          forwarded=forwarding.forwarded_by(ctx.header.client_id) is not None)
         answers.append(answer)
         if answer is None:
             specs.append(_spec(topic))
