@@ -207,22 +207,33 @@ class ReplicaManager:
         when this broker is not a replica, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for an
         older / newer epoch, and NOT_LEADER_OR_FOLLOWER when it is a replica but not the
         leader (another broker leads, none does, or this broker is fenced)."""
-        partition = self.get(topic, index)
-        if partition is None:
-            if unknown_id:
-                return ErrorCode.unknown_topic_id
-            if (topic, index) in self.offline:
-                return ErrorCode.kafka_storage_error
-            known = self.image.topics_by_name.get(topic) if topic is not None else None
-            if known is not None and index in known.partitions:
-                return ErrorCode.not_leader_or_follower
-            return ErrorCode.unknown_topic_or_partition
+        partition = self.hosted_partition(topic, index, unknown_id=unknown_id)
+        if isinstance(partition, ErrorCode):
+            return partition
         error = partition.check_leader_epoch(current_leader_epoch)
         if error != ErrorCode.none:
             return error
         if not partition.is_leader:
             return ErrorCode.not_leader_or_follower
         return partition
+
+    def hosted_partition(self, topic: str | None, index: int, *,
+                         unknown_id: bool = False) -> Partition | ErrorCode:
+        """The partition if this broker hosts a replica of it (leader or not), else
+        UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION (unknown to the metadata),
+        KAFKA_STORAGE_ERROR (its log is offline here) or NOT_LEADER_OR_FOLLOWER (not a
+        replica here): Kafka's ``ReplicaManager.getPartitionOrError``."""
+        partition = self.get(topic, index)
+        if partition is not None:
+            return partition
+        if unknown_id:
+            return ErrorCode.unknown_topic_id
+        if (topic, index) in self.offline:
+            return ErrorCode.kafka_storage_error
+        known = self.image.topics_by_name.get(topic) if topic is not None else None
+        if known is not None and index in known.partitions:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
 
     def current_leader(self, topic: str | None, index: int) -> tuple[int, int]:
         """(leader id, leader epoch) of a partition as the image says, (-1, -1) when the

@@ -706,3 +706,32 @@ def test_a_broker_creates_the_offsets_topic_through_the_controller(tmp_path: Pat
         await node.close()
 
     run(main())
+
+
+def test_describe_producers_answers_from_the_local_replica(tmp_path: Path) -> None:
+    """Any replica hosted here answers from its own log (as Kafka's
+    Partition.activeProducerState); partitions without a replica here or unknown get Kafka's
+    errors."""
+    async def main() -> None:
+        node = await seed_cluster(tmp_path)
+        now = node.time_ms()
+        batch = build_batch([(None, b"x", [], now), (None, b"y", [], now + 1)],
+                            producer_id=4000, producer_epoch=3, base_sequence=0)
+        answer = await call(node, ApiKey.PRODUCE, 10, {
+            "transactional_id": None, "acks": 1, "timeout": 30_000, "topic_data": [
+                {"name": "t", "partition_data": [{"index": 1, "records": batch}]}]})
+        assert produce_answer(answer)["error_code"] == E.none
+        described = await call(node, ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
+            {"name": "t", "partition_indexes": [1, 2, 0, 9]}]})
+        by_index = {p["partition_index"]: p for p in described["topics"][0]["partitions"]}
+        assert by_index[1]["error_code"] == E.none
+        assert [(p["producer_id"], p["producer_epoch"], p["last_sequence"],
+                 p["last_timestamp"], p["current_txn_start_offset"])
+                for p in by_index[1]["active_producers"]] == [(4000, 3, 1, now + 1, -1)]
+        # p2: a replica here that broker 2 leads answers its own (empty) state.
+        assert (by_index[2]["error_code"], by_index[2]["active_producers"]) == (E.none, [])
+        assert by_index[0]["error_code"] == E.not_leader_or_follower
+        assert by_index[9]["error_code"] == E.unknown_topic_or_partition
+        await node.close()
+
+    run(main())
