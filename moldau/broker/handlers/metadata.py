@@ -20,9 +20,10 @@ it already carries the new topic's partitions (only such a request waits: the ot
 answered at once). A topic whose creation failed on this broker's
 storage (no disk space or file descriptor left) is answered LEADER_NOT_AVAILABLE, what Kafka
 answers while an auto-created topic is not ready: clients retry, and the broker's log says
-why. Topics can be asked for by id (v12+; v10-11 carry the field but cannot use it: a request
-naming a topic by id or without a name gets INVALID_REQUEST for every topic, as from Kafka);
-ids are stable, stored in the metadata log.
+why. So is a topic created through the controller of another broker whose records have not
+reached this broker's image yet (a cluster). Topics can be asked for by id (v12+; v10-11
+carry the field but cannot use it: a request naming a topic by id or without a name gets
+INVALID_REQUEST for every topic, as from Kafka); ids are stable, stored in the metadata log.
 
 Authorized operations are reported as "everything" when asked for (no ACLs yet).
 Left out: ACL checks, and the topic-level ``error_code`` 13 of v13's top level stays NONE.
@@ -179,7 +180,11 @@ async def _create_then_answer(ctx: RequestContext, request: Any,
                               names: list[tuple[str | None, uuid.UUID | None]],
                               to_create: list[str]) -> Any:
     failed = await ctx.broker.auto_create_topics(to_create)
-    return _answer(ctx, request, names, failed)
+    # Created through another broker's controller, a topic reaches this broker's image a
+    # moment later: until then it is "being created", as Kafka answers.
+    pending = {name: ErrorCode.leader_not_available for name in to_create
+               if name not in failed and name not in ctx.broker.image.topics_by_name}
+    return _answer(ctx, request, names, {**failed, **pending})
 
 
 def _answer(ctx: RequestContext, request: Any, names: list[tuple[str | None, uuid.UUID | None]],
@@ -203,7 +208,8 @@ def _answer(ctx: RequestContext, request: Any, names: list[tuple[str | None, uui
             topics.append(topic_entry(image, name, ctx.listener, version, with_ops))
         elif validate_topic_name(name) is not None:
             topics.append(_error_entry(ErrorCode.invalid_topic_exception, name, None))
-        elif failed.get(name) == ErrorCode.kafka_storage_error:
+        elif failed.get(name) in (ErrorCode.kafka_storage_error,
+                                  ErrorCode.leader_not_available):
             topics.append(_error_entry(ErrorCode.leader_not_available, name, None))
         else:
             topics.append(_error_entry(ErrorCode.unknown_topic_or_partition, name, None))

@@ -24,6 +24,7 @@ import pytest
 
 from moldau.broker.group.consumer_protocol import encode_subscription
 from moldau.broker.group.partitioning import OFFSETS_TOPIC, partition_for
+from moldau.broker.metadata.forwarding import forwarding_client_id
 from moldau.broker.metadata.records import (
     BrokerRegistrationChangeRecord,
     MetadataRecord,
@@ -253,6 +254,7 @@ def test_fetch_from_a_partition_led_elsewhere(tmp_path: Path, version: int) -> N
         answer = await call(node, ApiKey.FETCH, version, fetch_body(version, 2))
         partition = fetch_answer(answer)
         assert partition["error_code"] == E.not_leader_or_follower
+        assert partition["records"] == b""  # empty, not null, as Kafka (librdkafka needs it)
         if version >= 12:
             assert partition["current_leader"] == {"leader_id": 2, "leader_epoch": 0}
         if version >= 16:
@@ -657,6 +659,79 @@ def test_offset_for_leader_epoch(tmp_path: Path, version: int) -> None:
         assert await ask(0, 0) == (E.not_leader_or_follower, -1, -1)  # broker 0 leads
         assert await ask(3, 0) == (E.not_leader_or_follower, -1, -1)  # no leader
         assert await ask(9, 0) == (E.unknown_topic_or_partition, -1, -1)
+        await node.close()
+
+    run(main())
+
+
+def test_a_topic_created_through_another_controller_is_being_created(tmp_path: Path) -> None:
+    """Auto-creation on a broker that is not the controller: the controller (elsewhere)
+    created the topic, but its records have not reached this broker's image yet. Kafka
+    answers LEADER_NOT_AVAILABLE ("being created"), which clients retry; not
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    async def main() -> None:
+        node = await seed_cluster(tmp_path)
+        asked: list[list[str]] = []
+
+        async def created_elsewhere(names: list[str]) -> dict[str, Any]:
+            asked.append(names)
+            return {}
+
+        node.auto_create_topics = created_elsewhere  # type: ignore[method-assign]
+        body = metadata_body(12, "fresh")
+        body["allow_auto_topic_creation"] = True
+        answer = await call(node, ApiKey.METADATA, 12, body)
+        assert asked == [["fresh"]]
+        assert answer["topics"][0]["error_code"] == E.leader_not_available
+        await node.close()
+
+    run(main())
+
+
+def test_a_broker_creates_the_offsets_topic_through_the_controller(tmp_path: Path) -> None:
+    """FindCoordinator on a broker that is not the controller forwards CreateTopics for
+    ``__consumer_offsets`` to the controller: the controller lets a broker's request through,
+    a client's is still refused."""
+    async def main() -> None:
+        node = await fake_node(tmp_path, node_id=2, brokers={1: ["PLAINTEXT"], 2: ["PLAINTEXT"]})
+        body = {"topics": [{"name": OFFSETS_TOPIC, "num_partitions": 3,
+                            "replication_factor": 1, "assignments": [], "configs": []}],
+                "timeout": 30_000, "validate_only": False}
+        client = await call(node, ApiKey.CREATE_TOPICS, 7, body)
+        assert client["topics"][0]["error_code"] == E.invalid_request
+        broker = await call(node, ApiKey.CREATE_TOPICS, 7, body,
+                            client_id=forwarding_client_id(1))
+        assert broker["topics"][0]["error_code"] == E.none
+        assert len(node.image.topics_by_name[OFFSETS_TOPIC].partitions) == 3
+        await node.close()
+
+    run(main())
+
+
+def test_describe_producers_answers_from_the_local_replica(tmp_path: Path) -> None:
+    """Any replica hosted here answers from its own log (as Kafka's
+    Partition.activeProducerState); partitions without a replica here or unknown get Kafka's
+    errors."""
+    async def main() -> None:
+        node = await seed_cluster(tmp_path)
+        now = node.time_ms()
+        batch = build_batch([(None, b"x", [], now), (None, b"y", [], now + 1)],
+                            producer_id=4000, producer_epoch=3, base_sequence=0)
+        answer = await call(node, ApiKey.PRODUCE, 10, {
+            "transactional_id": None, "acks": 1, "timeout": 30_000, "topic_data": [
+                {"name": "t", "partition_data": [{"index": 1, "records": batch}]}]})
+        assert produce_answer(answer)["error_code"] == E.none
+        described = await call(node, ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
+            {"name": "t", "partition_indexes": [1, 2, 0, 9]}]})
+        by_index = {p["partition_index"]: p for p in described["topics"][0]["partitions"]}
+        assert by_index[1]["error_code"] == E.none
+        assert [(p["producer_id"], p["producer_epoch"], p["last_sequence"],
+                 p["last_timestamp"], p["current_txn_start_offset"])
+                for p in by_index[1]["active_producers"]] == [(4000, 3, 1, now + 1, -1)]
+        # p2: a replica here that broker 2 leads answers its own (empty) state.
+        assert (by_index[2]["error_code"], by_index[2]["active_producers"]) == (E.none, [])
+        assert by_index[0]["error_code"] == E.not_leader_or_follower
+        assert by_index[9]["error_code"] == E.unknown_topic_or_partition
         await node.close()
 
     run(main())
