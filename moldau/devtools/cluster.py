@@ -191,7 +191,7 @@ class LocalCluster:
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the brokers (the controller last), then ZooKeeper; every process by its pid,
         SIGTERM first and kill -9 after ``timeout`` s."""
-        controller = self.controller_id() if self._kazoo_usable() else None
+        controller = self.controller_id(retry_s=0) if self._kazoo_usable() else None
         first = [n for n in self.brokers.values() if n.broker_id != controller]
         last = [n for n in self.brokers.values() if n.broker_id == controller]
         for group in (first, last):
@@ -222,8 +222,13 @@ class LocalCluster:
         """A started kazoo client rooted at the brokers' chroot (made on first use)."""
         if self._kazoo is None:
             from kazoo.client import KazooClient
+            from kazoo.retry import KazooRetry
 
-            client = KazooClient(hosts=self.zookeeper_connect, timeout=10.0)
+            # reconnect at least every second (kazoo's default backs off to a minute): after
+            # a ZooKeeper restart a session survives only if its client is back in time
+            client = KazooClient(hosts=self.zookeeper_connect, timeout=10.0,
+                                 connection_retry=KazooRetry(max_tries=-1, delay=0.1,
+                                                             backoff=2, max_delay=1.0))
             client.start(30)
             self._kazoo = client
         return self._kazoo
@@ -240,12 +245,13 @@ class LocalCluster:
             self._kazoo.close()
             self._kazoo = None
 
-    def read_json(self, path: str) -> Any:
-        """The JSON data of a znode, or None when it does not exist."""
+    def read_json(self, path: str, retry_s: float = 60.0) -> Any:
+        """The JSON data of a znode, or None when it does not exist (retried for up to
+        ``retry_s`` while the client reconnects)."""
         from kazoo.exceptions import NoNodeError
 
         try:
-            data, _stat = self.kazoo().get(path)
+            data, _stat = self._retrying(lambda: self.kazoo().get(path), retry_s)
         except NoNodeError:
             return None
         return json.loads(data) if data else None
@@ -255,21 +261,36 @@ class LocalCluster:
         from kazoo.exceptions import NoNodeError
 
         try:
-            return sorted(int(child) for child in self.kazoo().get_children("/brokers/ids"))
+            return sorted(int(child) for child in self._retrying(
+                lambda: self.kazoo().get_children("/brokers/ids")))
         except NoNodeError:
             return []
+
+    def _retrying(self, read: Any, timeout: float = 60.0) -> Any:
+        """``read()``, retried while this client reconnects (its session may have expired
+        while ZooKeeper was down: kazoo then opens a new one by itself)."""
+        from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return read()
+            except (ConnectionLoss, SessionExpiredError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def registration(self, broker_id: int) -> dict[str, Any] | None:
         """``/brokers/ids/<id>`` (endpoints, rack, ...) or None."""
         return self.read_json(f"/brokers/ids/{broker_id}")  # type: ignore[no-any-return]
 
-    def controller_id(self) -> int | None:
+    def controller_id(self, retry_s: float = 60.0) -> int | None:
         """The broker id in ``/controller``, or None when no controller is elected."""
         from kazoo.exceptions import KazooException
         from kazoo.handlers.threading import KazooTimeoutError
 
         try:
-            data = self.read_json("/controller")
+            data = self.read_json("/controller", retry_s)
         except (KazooException, KazooTimeoutError):
             return None  # ZooKeeper unreachable (stopping, or a test stopped it)
         return int(data["brokerid"]) if data else None

@@ -147,7 +147,8 @@ class BrokerCluster(LocalCluster):
         from kazoo.exceptions import NoNodeError
 
         try:
-            partitions = self.kazoo().get_children(f"/brokers/topics/{topic}/partitions")
+            partitions = self._retrying(
+                lambda: self.kazoo().get_children(f"/brokers/topics/{topic}/partitions"))
         except NoNodeError:
             return {}
         result = {}
