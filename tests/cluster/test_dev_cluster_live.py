@@ -82,3 +82,47 @@ def test_an_existing_zookeeper_is_used_and_left_running(
         assert processes_under(dev.dir) == []
     finally:
         dev.close()
+
+
+def test_running_it_again_on_the_same_directory_brings_the_same_cluster_back(
+        tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka import KafkaConsumer, TopicPartition
+
+    def cluster_ids(dev: DevCluster) -> set[str]:
+        return {m[1] for i in (1, 2) for m in re.finditer(
+            r"started \(cluster id ([^)]+)\)",
+            (dev.dir / f"broker-{i}" / "broker.log").read_text())}
+
+    first = DevCluster(tmp_path, "--brokers", "2")
+    try:
+        first.wait_for(READY)
+        bootstrap = re.search(r"bootstrap.servers=(\S+)", first.text())[1]  # type: ignore[index]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("kept", 2, 1)])["kept"].result(60)
+        producer = Producer({"bootstrap.servers": bootstrap})
+        for i in range(10):
+            producer.produce("kept", f"v{i}".encode(), partition=i % 2)
+        assert producer.flush(30) == 0
+        [cluster_id] = cluster_ids(first)
+        assert first.stop(signal.SIGINT) == 0
+    finally:
+        first.close()
+
+    again = DevCluster(tmp_path, "--brokers", "2")  # same --dir, new free ports
+    try:
+        again.wait_for(READY)
+        assert cluster_ids(again) == {cluster_id}
+        bootstrap = re.search(r"bootstrap.servers=(\S+)", again.text())[1]  # type: ignore[index]
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                 consumer_timeout_ms=3000)
+        parts = [TopicPartition("kept", p) for p in (0, 1)]
+        consumer.assign(parts)
+        consumer.seek_to_beginning(*parts)
+        values = sorted(msg.value.decode() for msg in consumer)
+        consumer.close()
+        assert values == sorted(f"v{i}" for i in range(10))
+        assert again.stop(signal.SIGTERM) == 0
+    finally:
+        again.close()
