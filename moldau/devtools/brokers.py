@@ -213,11 +213,10 @@ class BrokerNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.style == "properties":
             self.config_path.write_text(properties_text(self.settings()))
-        env = child_env(self.environment())
-        if self.style == "properties":
-            # a KAFKA_* variable of the caller's shell would override the file
-            for name in [n for n in env if n.startswith("KAFKA_")]:
-                del env[name]
+        # a KAFKA_* variable of the caller's shell would override this broker's settings
+        env = {name: value for name, value in child_env().items()
+               if not name.startswith("KAFKA_")}
+        env.update(self.environment())
         start_at = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as out:
             self.proc = subprocess.Popen(

@@ -234,10 +234,9 @@ class LocalCluster:
         return self._kazoo
 
     def _kazoo_usable(self) -> bool:
-        if self._kazoo is not None:
-            return bool(self._kazoo.connected)
-        return self.external_zookeeper is not None or (
-            self.zookeeper is not None and all(n.running() for n in self.zookeeper.nodes))
+        """Whether a connected client exists (stopping never waits to open one: the
+        ZooKeeper may be the reason the start failed)."""
+        return self._kazoo is not None and bool(self._kazoo.connected)
 
     def _close_kazoo(self) -> None:
         if self._kazoo is not None:

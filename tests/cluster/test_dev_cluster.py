@@ -64,3 +64,22 @@ def test_sigterm_while_starting_stops_every_process(tmp_path: Path) -> None:
             assert "shut down completed" in (dev.dir / f"broker-{i}" / "broker.log").read_text()
     finally:
         dev.close()
+
+
+def test_an_unreachable_zookeeper_is_reported_with_the_brokers_own_words(
+        tmp_path: Path) -> None:
+    from moldau.devtools.processes import closed_port
+
+    started = time.monotonic()
+    with closed_port() as port:
+        run = subprocess.run(
+            [sys.executable, "-m", "moldau.cli.main", "dev-cluster", "--brokers", "2",
+             "--dir", str(tmp_path / "dc"), "--zookeeper", f"127.0.0.1:{port}",
+             "--override", "zookeeper.connection.timeout.ms=2000"],
+            capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    assert "Timed out waiting for connection to ZooKeeper after 2000 ms" in run.stderr
+    assert f"zookeeper.connect=127.0.0.1:{port}" in run.stderr
+    assert processes_under(tmp_path / "dc") == []
+    # stopping does not wait on the ZooKeeper that could not be reached (it used to, twice)
+    assert time.monotonic() - started < 45
