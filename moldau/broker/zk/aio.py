@@ -20,7 +20,9 @@ Watches are ZooKeeper's one-shot watches (kazoo 2.11 has no persistent watches):
 ``WatchedEvent`` that fired; read again (with a new watch) to see the change and keep watching,
 as Kafka's controller does. When the session expires kazoo fires every pending watch with an
 event of type ``NONE`` (state ``EXPIRED_SESSION``): ephemeral znodes (the broker's registration,
-``/controller``) are gone and everything must be re-read and re-created.
+``/controller``) are gone and everything must be re-read and re-created. Unlike ZooKeeper's
+Java client, kazoo does the same (state ``CONNECTING``) when only the connection drops, and
+forgets its watches: after a reconnect, re-read (and so re-watch) whatever was watched.
 
 While the connection is down kazoo holds new requests until it reconnects: an awaited
 operation neither fails nor times out by itself (with no quorum, forever). Bound waits with

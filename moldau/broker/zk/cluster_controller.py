@@ -17,7 +17,12 @@ reactions Kafka's controller has:
 - on election, the same rules catch up with whatever happened while there was no controller;
 - :meth:`ZkMetadataPlane.move_leadership_off` (controlled shutdown): leadership of the
   broker's partitions moves to another in-sync replica, the broker leaves the followers'
-  ISRs, and until it registers again it is never chosen as a new leader.
+  ISRs, and until it registers again it is never chosen as a new leader;
+- a topic another tool wrote (``kafka-topics.sh --zookeeper``: only ``/brokers/topics/<t>``,
+  maybe without a topic id) gets its id and its partitions' state znodes
+  (:func:`topic_fixups`), after which every broker's sync sees a complete topic;
+  ``/admin/delete_topics/<t>`` deletes the topic;
+- config change notifications older than 15 minutes are deleted, as Kafka's brokers do.
 
 Every leader change bumps the leader epoch (the replay of PartitionChangeRecord does) and is
 written to the partition's state znode conditionally on its version, fenced by the controller
@@ -29,10 +34,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoNodeError
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ..metadata.controller import Controller
@@ -46,12 +51,17 @@ from ..metadata.records import (
 from . import layout
 from .aio import AsyncZooKeeper
 from .election import ControllerElection
-from .store import ZK_MAX_BATCH_BYTES, ZkMetadataStore
+from .layout import TopicAssignment
+from .snapshot import ClusterState
+from .store import ZK_MAX_BATCH_BYTES, Op, ZkMetadataStore
 from .sync import ZkMetadataSync
 
 log = logging.getLogger(__name__)
 
 NO_LEADER = layout.NO_LEADER
+#: Config change notifications older than this are deleted (Kafka's changeExpirationMs).
+NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
+NOTIFICATION_PURGE_INTERVAL_S = 60.0
 
 
 def elect_leader(topic_id: uuid.UUID, partition: int, state: PartitionState,
@@ -109,6 +119,42 @@ def controlled_shutdown(image: MetadataImage, broker_id: int,
     return out
 
 
+def topic_fixups(state: ClusterState, versions: Mapping[str, int], alive: Collection[int],
+                 controller_epoch: int, existing: Collection[str],
+                 new_id: Callable[[], uuid.UUID] = uuid.uuid4) -> list[Op]:
+    """What Kafka's controller completes after a tool wrote ``/brokers/topics/<t>`` itself
+    (``kafka-topics.sh --zookeeper`` before Kafka 3, or a new partition in the assignment):
+    a topic id for a topic without one (the assignment rewritten conditionally on its
+    version, ``versions`` by path), and a state znode for each partition without one — leader
+    the first live replica, ISR the live replicas (a partition with none alive waits).
+    ``existing`` holds the ``partitions`` znodes that exist."""
+    ops: list[Op] = []
+    for name, assignment in sorted(state.topics.items()):
+        if assignment.topic_id is None:
+            path = layout.topic_path(name)
+            ops.append(Op("set", path, TopicAssignment(assignment.partitions, new_id()
+                                                       ).to_json(), versions.get(path, -1)))
+        parent = layout.partitions_path(name)
+        for p, replicas in sorted(assignment.partitions.items()):
+            live = [r for r in replicas.replicas if r in alive]
+            if (name, p) in state.partitions or not live:
+                continue
+            if parent not in existing:
+                ops.append(Op("create", parent))
+                existing = {*existing, parent}
+            if layout.partition_path(name, p) not in existing:
+                ops.append(Op("create", layout.partition_path(name, p)))
+            ops.append(Op("create", layout.partition_state_path(name, p), layout.PartitionState(
+                live[0], 0, tuple(live), controller_epoch).to_json()))
+    return ops
+
+
+def unfinished(state: ClusterState) -> list[str]:
+    """Topics :func:`topic_fixups` would complete (no id, or partitions without state)."""
+    return [name for name, a in sorted(state.topics.items())
+            if a.topic_id is None or any((name, p) not in state.partitions for p in a.partitions)]
+
+
 class ZkMetadataPlane:
     """Cluster mode's metadata plane of one broker (the entry point the broker wires in).
 
@@ -119,7 +165,11 @@ class ZkMetadataPlane:
     controller (None otherwise: use the forwarding channel to ``image.controller_id``).
     ``await stop()`` gives up the controller (if held) and stops following ZooKeeper.
 
-    Broker registration (``/brokers/ids/<id>``) is the broker's own business, not the plane's.
+    Broker registration (``/brokers/ids/<id>``) is the broker's own business, not the plane's;
+    the election waits until this session holds it. ``image.controller_id`` (from
+    ``/controller``) names this broker a moment before ``is_active_controller`` turns true (the
+    winner first catches up), and a moment after it turned false (deposed): a change the local
+    controller gets in that gap answers NOT_CONTROLLER, which forwarders and clients retry.
     """
 
     def __init__(self, zk: AsyncZooKeeper, broker_id: int, controller: Controller,
@@ -135,6 +185,8 @@ class ZkMetadataPlane:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reconcile_pending = False
         controller.listeners.append(self._on_metadata)
+        self.sync.on_round.append(self._after_round)
+        self._fixing = False
         store.on_fenced.append(lambda: self._spawn(self.election.abdicate()))
 
     @classmethod
@@ -201,6 +253,8 @@ class ZkMetadataPlane:
         self.store.arm(epoch, epoch_version)
         log.info("broker %d is the active controller (epoch %d)", self.broker_id, epoch)
         self._spawn(self._watch_deletions(epoch))
+        self._spawn(self._purge_notifications(epoch))
+        self._after_round(self.sync.cache.state())
         self._reconcile_soon()
 
     def _on_resigned(self) -> None:
@@ -214,6 +268,54 @@ class ZkMetadataPlane:
                 self.shutting_down.discard(record.broker_id)
         if brokers_changed and self.is_active_controller:
             self._reconcile_soon()
+
+    def _after_round(self, state: ClusterState) -> None:
+        if self.is_active_controller and not self._fixing and unfinished(state):
+            self._fixing = True
+            self._spawn(self._finish_topics())
+
+    async def _finish_topics(self) -> None:
+        """Complete topics other tools wrote (see :func:`topic_fixups`)."""
+        try:
+            fence = self.store.fence
+            state = self.sync.cache.state()
+            names = unfinished(state)
+            if fence is None or not names:
+                return
+            existing: set[str] = set()
+            for name in names:
+                try:
+                    children = await self.zk.get_children(layout.partitions_path(name))
+                except NoNodeError:
+                    continue
+                existing.add(layout.partitions_path(name))
+                existing |= {f"{layout.partitions_path(name)}/{c}" for c in children}
+            versions = {path: znode[1].version for path, znode in self.sync.cache.data.items()
+                        if znode is not None}
+            ops = topic_fixups(state, versions, set(self.image.brokers), fence[0], existing)
+            if ops:
+                log.info("controller: completing topic(s) %s written by another tool",
+                         ", ".join(names))
+                await self.store.write_ops(ops)
+        except (KafkaError, KazooException) as exc:
+            log.warning("completing topics written by another tool failed: %s", exc)
+        finally:
+            self._fixing = False
+
+    async def _purge_notifications(self, epoch: int) -> None:
+        """Delete config change notifications older than Kafka's 15 minutes
+        (``ZkNodeChangeNotificationListener``'s expiry), while controller of ``epoch``."""
+        while self.store.fence is not None and self.store.fence[0] == epoch:
+            try:
+                now_ms = layout.now_ms()
+                for child in await self.zk.get_children(layout.CONFIG_CHANGES):
+                    path = f"{layout.CONFIG_CHANGES}/{child}"
+                    stat = await self.zk.exists(path)
+                    if stat is not None and stat.ctime < now_ms - NOTIFICATION_EXPIRY_MS:
+                        await self.zk.delete(path)
+            except KazooException as exc:
+                log.debug("purging %s: %r", layout.CONFIG_CHANGES, exc)
+            await asyncio.sleep(NOTIFICATION_PURGE_INTERVAL_S)
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -232,8 +334,11 @@ class ZkMetadataPlane:
         try:
             records = await self.controller.commit_with(
                 lambda image: leader_elections(image, self.shutting_down))
-        except KafkaError as exc:
-            log.warning("leader election after a broker change failed: %s", exc)
+        except Exception as exc:
+            if isinstance(exc, KafkaError):
+                log.warning("leader election after a broker change failed: %s", exc)
+            else:
+                log.exception("leader election after a broker change failed")
             if self.is_active_controller:
                 await asyncio.sleep(1.0)
                 self._reconcile_soon()

@@ -7,7 +7,9 @@ epoch + 1 *if its version is still v*. One broker wins; the others get NodeExist
 BadVersion and keep watching. The winner's store is armed with (epoch, new version of
 ``/controller_epoch``): every write it makes is then fenced by that version (:mod:`.store`).
 
-The controller stops at once — its store disarmed, so new writes answer NOT_CONTROLLER — when
+A broker competes only while its session holds its registration ``/brokers/ids/<id>``
+(after a session expiry it re-registers first, then competes, as Kafka does). The controller
+stops at once — its store disarmed, so new writes answer NOT_CONTROLLER — when
 ``/controller`` changes or disappears (an operator deleted it to force a re-election, as with
 Kafka) or its session is lost; writes already in flight fail by the epoch check. A broker
 that is merely disconnected (SUSPENDED) stays controller, as in Kafka: if its session expires
@@ -29,6 +31,7 @@ from kazoo.exceptions import (
     OperationTimeoutError,
     SessionExpiredError,
 )
+from kazoo.protocol.states import EventType, KeeperState
 
 from . import layout
 from .aio import AsyncZooKeeper, TransactionFailed
@@ -143,11 +146,29 @@ class ControllerElection:
                 log.exception("controller election failed; retrying")
                 await asyncio.sleep(RETRY_DELAY_S)
 
+    async def _registered(self) -> bool:
+        """Whether this session holds the broker's registration; if not, wait until it (or
+        ``/controller``) changes. As in Kafka, a broker competes only once registered (after
+        a session expiry: re-register, then elect)."""
+        stat, fired = await self.zk.exists_watched(layout.broker_path(self.broker_id))
+        if stat is not None and stat.ephemeralOwner == self.zk.session_id:
+            return True
+        _, controller_changed = await self.zk.exists_watched(layout.CONTROLLER)
+        changed = asyncio.ensure_future(self._changed.wait())
+        try:
+            await asyncio.wait([fired, controller_changed, changed],
+                               return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+        return False
+
     async def _step(self) -> None:
         self._changed.clear()
         stat, fired = await self.zk.exists_watched(layout.CONTROLLER)
         if stat is None:
             self._resign(f"{layout.CONTROLLER} was deleted")
+            if not await self._registered():
+                return
             won = await try_elect(self.zk, self.broker_id)
             if won is not None:
                 log.info("broker %d is the controller, epoch %d", self.broker_id, won[0])
@@ -168,4 +189,11 @@ class ControllerElection:
             changed.cancel()
         if fired.done() and self.elected is not None:
             event = fired.result()
+            if event.type == EventType.NONE:
+                # kazoo fires every watch with NONE when the connection drops (and forgets
+                # them); only an expired session ends the controller, seen by the state
+                # listener. Watch again once reconnected.
+                if event.state == KeeperState.EXPIRED_SESSION:
+                    self._resign("its ZooKeeper session expired")
+                return
             self._resign(f"{layout.CONTROLLER} {str(event.type).lower()}")

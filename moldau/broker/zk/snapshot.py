@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kazoo.protocol.states import ZnodeStat
 
@@ -161,18 +162,39 @@ def paths_to_read(children: Mapping[str, list[str]],
     return paths
 
 
-def decode_assignment(topic: str, znode: Znode) -> TopicAssignment | None:
+#: Decoded znodes by path, with the ``mzxid`` they were decoded at: a reader that decodes the
+#: same znodes again and again (the sync, once per round) passes one to decode each version
+#: once.
+Memo = dict[str, tuple[int, Any]]
+
+
+def _memoized(memo: Memo | None, path: str, znode: tuple[bytes, ZnodeStat],
+              decoder: Callable[[], Any]) -> Any:
+    if memo is None:
+        return decoder()
+    hit = memo.get(path)
+    if hit is not None and hit[0] == znode[1].mzxid:
+        return hit[1]
+    value = decoder()
+    memo[path] = (znode[1].mzxid, value)
+    return value
+
+
+def decode_assignment(topic: str, znode: Znode, memo: Memo | None = None
+                      ) -> TopicAssignment | None:
     """``/brokers/topics/<topic>`` decoded; None if missing or not in Kafka's format."""
     if znode is None:
         return None
     try:
-        return TopicAssignment.from_json(znode[0], topic)
+        return _memoized(memo, layout.topic_path(topic), znode,
+                         lambda: TopicAssignment.from_json(znode[0], topic))
     except ZNodeFormatError as exc:
         log.warning("ignoring topic %s: %s", topic, exc)
         return None
 
 
-def decode(data: Mapping[str, Znode], children: Mapping[str, list[str]]) -> ClusterState:
+def decode(data: Mapping[str, Znode], children: Mapping[str, list[str]],
+           memo: Memo | None = None) -> ClusterState:
     """The cluster state in the znodes read (``data`` by path; absent or None: no znode)."""
     state = ClusterState()
     controller = data.get(layout.CONTROLLER)
@@ -199,16 +221,18 @@ def decode(data: Mapping[str, Znode], children: Mapping[str, list[str]]) -> Clus
         state.brokers[broker_id] = ZkBroker(registration,
                                             incarnation_of(broker_id, znode[1].czxid))
     for topic in _topic_names(children.get(layout.TOPICS, ())):
-        assignment = decode_assignment(topic, data.get(layout.topic_path(topic)))
+        assignment = decode_assignment(topic, data.get(layout.topic_path(topic)), memo)
         if assignment is None:
             continue
         state.topics[topic] = assignment
         for p in assignment.partitions:
-            znode = data.get(layout.partition_state_path(topic, p))
+            path = layout.partition_state_path(topic, p)
+            znode = data.get(path)
             if znode is None:
                 continue
             try:
-                partition = PartitionState.from_json(znode[0], topic, p)
+                partition = _memoized(memo, path, znode, lambda z=znode, t=topic, p=p: (
+                    PartitionState.from_json(z[0], t, p)))
             except ZNodeFormatError as exc:
                 log.warning("ignoring partition %s-%d: %s", topic, p, exc)
                 continue

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -232,9 +233,16 @@ def _create_topic(topic: TopicImage, configs: dict[str, str], controller_epoch: 
             Op("create", layout.partitions_path(name))]
     for p, state in sorted(topic.partitions.items()):
         ops += [Op("create", layout.partition_path(name, p)),
-                Op("create", layout.partition_state_path(name, p),
-                   _state_json(state, controller_epoch))]
+                *_new_state(layout.partition_state_path(name, p), state, controller_epoch)]
     return ops
+
+
+def _new_state(path: str, state: Any, controller_epoch: int) -> list[Op]:
+    """Create a state znode whose version is the partition's epoch (sets after the create if
+    the same batch also changed the new partition)."""
+    data = _state_json(state, controller_epoch)
+    return [Op("create", path, data),
+            *(Op("set", path, data, v) for v in range(state.partition_epoch))]
 
 
 def _change_topic(before: TopicImage, after: TopicImage,
@@ -251,7 +259,8 @@ def _change_topic(before: TopicImage, after: TopicImage,
         path = layout.partition_state_path(name, p)
         data = _state_json(state, controller_epoch)
         if old is None:
-            ops += [Op("create", layout.partition_path(name, p)), Op("create", path, data)]
+            ops += [Op("create", layout.partition_path(name, p)),
+                    *_new_state(path, state, controller_epoch)]
             continue
         # One conditional set per change: the znode's version keeps equal to the image's
         # partition epoch, which the replay advances once per PartitionChangeRecord.
@@ -340,7 +349,9 @@ class ZkMetadataStore:
     async def _append(self, records: Sequence[MetadataRecord], epoch: int,
                       epoch_version: int) -> int:
         try:
-            facts = await asyncio.wait_for(self._facts(records), self.timeout_s)
+            # plain reads: sent again after a lost connection (kazoo holds them meanwhile)
+            facts = await self.zk.until_connected(self._facts, records,
+                                                  deadline_s=self.timeout_s)
         except (TimeoutError, ConnectionLoss, OperationTimeoutError) as exc:
             raise KafkaError(ErrorCode.request_timed_out,
                              f"ZooKeeper ({self.zk.hosts}) did not answer within "
@@ -348,6 +359,23 @@ class ZkMetadataStore:
         except SessionExpiredError as exc:
             raise _not_controller("its ZooKeeper session expired") from exc
         ops = plan_ops(self.image, records, epoch, facts)
+        await self._commit(ops, epoch, epoch_version)
+        return self.image.offset + len(records)
+
+    async def write_ops(self, ops: Sequence[Op]) -> None:
+        """Write ``ops`` as one fenced multi-op, without records: the controller's fix-ups of
+        what other tools wrote (a topic without id or partition states), which every broker,
+        this one too, then learns through its sync. Same errors as :meth:`append`."""
+        fence = self._fence
+        if fence is None:
+            raise _not_controller("it is not the active controller")
+        self.generation += 1
+        try:
+            await self._commit(ops, *fence)
+        finally:
+            self.generation += 1
+
+    async def _commit(self, ops: Sequence[Op], epoch: int, epoch_version: int) -> None:
         size = request_size(ops)
         if size > ZK_MAX_REQUEST_BYTES:
             raise KafkaError(ErrorCode.record_list_too_large,
@@ -365,9 +393,7 @@ class ZkMetadataStore:
                     txn.delete(op.path)
 
         try:
-            await asyncio.wait_for(
-                self.zk.fenced_commit(layout.CONTROLLER_EPOCH, epoch_version, fill),
-                self.timeout_s)
+            resent = await self._commit_until_connected(fill, epoch_version)
         except TransactionFailed as exc:
             first = exc.results[0] if exc.results else None
             if isinstance(first, BadVersionError | NoNodeError):
@@ -380,6 +406,14 @@ class ZkMetadataStore:
             failed = next((op for op, r in zip(ops, exc.results[1:], strict=False)
                            if isinstance(r, Exception) and type(r).__name__ != "RolledBackError"),
                           None)
+            self._touched(ops)  # read them again: ZooKeeper holds something else
+            if getattr(exc, "resent", False):
+                raise KafkaError(ErrorCode.request_timed_out,
+                                 f"The connection to ZooKeeper ({self.zk.hosts}) was lost "
+                                 f"during the metadata write and the write sent again was "
+                                 f"refused ({exc.cause!r} at {failed.path if failed else '?'}): "
+                                 f"the first one probably applied, and the metadata will show "
+                                 f"it shortly; retry if it does not") from exc
             raise KafkaError(ErrorCode.unknown_server_error,
                              f"ZooKeeper refused the metadata write ({exc.cause!r} at "
                              f"{failed.path if failed else '?'}): this controller's view is "
@@ -390,11 +424,38 @@ class ZkMetadataStore:
             raise KafkaError(ErrorCode.request_timed_out,
                              f"ZooKeeper ({self.zk.hosts}) did not confirm the metadata write "
                              f"within {self.timeout_s} s; it may still apply. Retry") from exc
+        if resent:
+            log.info("a metadata write was sent again after a lost ZooKeeper connection")
+        self._touched(ops)
+
+    def _touched(self, ops: Sequence[Op]) -> None:
+        """Tell ``on_written`` what ``ops`` wrote (or tried to)."""
         data_paths = {op.path for op in ops if not op.sequence}
         parents = {op.path.rsplit("/", 1)[0] or "/" for op in ops if op.kind != "set"}
         for callback in self.on_written:
             callback(data_paths, parents)
-        return self.image.offset + len(records)
+
+    async def _commit_until_connected(self, fill: Callable[[Any], None],
+                                      epoch_version: int) -> bool:
+        """The fenced multi-op, sent again when the connection is lost before its answer (a
+        multi-op is atomic, and fenced: sent twice, at most one applies); True if it was sent
+        more than once. A failure after a resend carries ``resent``."""
+        deadline = time.monotonic() + self.timeout_s
+        resent = False
+        while True:
+            try:
+                await asyncio.wait_for(
+                    self.zk.fenced_commit(layout.CONTROLLER_EPOCH, epoch_version, fill),
+                    max(0.0, deadline - time.monotonic()))
+                return resent
+            except TransactionFailed as exc:
+                exc.resent = resent  # type: ignore[attr-defined]
+                raise
+            except ConnectionLoss:
+                if time.monotonic() + 0.1 > deadline:
+                    raise
+                resent = True
+                await asyncio.sleep(0.1)
 
     async def _facts(self, records: Sequence[MetadataRecord]) -> Facts:
         facts = Facts()

@@ -31,13 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kazoo.client import KazooState
 from kazoo.exceptions import (
     ConnectionLoss,
-    KazooException,
     NoNodeError,
     OperationTimeoutError,
     SessionExpiredError,
@@ -51,6 +50,7 @@ from .aio import AsyncZooKeeper
 from .snapshot import (
     CHILDREN_PATHS,
     ClusterState,
+    Memo,
     Znode,
     decode,
     decode_assignment,
@@ -71,9 +71,10 @@ class ZnodeCache:
     def __init__(self) -> None:
         self.children: dict[str, list[str]] = {}
         self.data: dict[str, Znode] = {}
+        self.memo: Memo = {}
 
     def state(self) -> ClusterState:
-        return decode(self.data, self.children)
+        return decode(self.data, self.children, self.memo)
 
     async def refresh(self, zk: AsyncZooKeeper, watcher: Any = None, *, full: bool = True,
                       children: set[str] | frozenset[str] = frozenset(),
@@ -99,6 +100,8 @@ class ZnodeCache:
         keep = set(needed)
         for path in [p for p in self.data if p not in keep]:
             del self.data[path]
+        for path in [p for p in self.memo if p not in keep]:
+            del self.memo[path]
 
     def _assignments(self) -> dict[str, Any]:
         out = {}
@@ -108,7 +111,7 @@ class ZnodeCache:
             except ValueError:
                 continue
             if path in self.data:
-                assignment = decode_assignment(topic, self.data[path])
+                assignment = decode_assignment(topic, self.data[path], self.memo)
                 if assignment is not None:
                     out[topic] = assignment
         return out
@@ -166,6 +169,9 @@ class ZkMetadataSync:
         self._requested = 0
         self._applied = 0
         self._caught_up = asyncio.Condition()
+        #: Called with the decoded state after each applied round (the active controller
+        #: looks for what other tools wrote and it must complete).
+        self.on_round: list[Callable[[ClusterState], None]] = []
         self._task: asyncio.Task[None] | None = None
         self._watcher: Any = None
         self._state_listener: Any = None
@@ -243,8 +249,10 @@ class ZkMetadataSync:
                 self._full = True
                 applied = False
                 await asyncio.sleep(RETRY_DELAY_S)
-            except KazooException:
-                log.exception("reading the cluster state from ZooKeeper failed; retrying")
+            except Exception:
+                # Whatever went wrong, this broker must not stop following the cluster.
+                log.exception("following the cluster state in ZooKeeper failed; reading it "
+                              "all again")
                 self._full = True
                 applied = False
                 await asyncio.sleep(RETRY_DELAY_S)
@@ -288,5 +296,7 @@ class ZkMetadataSync:
         self.rounds += 1
         if records:
             self.replayed += len(records)
+        for callback in self.on_round:
+            callback(state)
             log.debug("replayed %d metadata records from ZooKeeper", len(records))
         return True

@@ -49,8 +49,9 @@ class Node:
 
 
 async def start_node(connect: str, broker_id: int, *, rack: str | None = None,
-                     partitions: int = 1, replication: int = 1) -> Node:
-    zk = AsyncZooKeeper(connect, session_timeout_ms=SESSION_MS)
+                     partitions: int = 1, replication: int = 1,
+                     session_ms: int = SESSION_MS) -> Node:
+    zk = AsyncZooKeeper(connect, session_timeout_ms=session_ms)
     await zk.start(30)
     await bootstrap(zk)
     await register(zk, broker_id, rack)

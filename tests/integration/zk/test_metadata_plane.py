@@ -114,3 +114,95 @@ def test_controller_writes_kafkas_layout_and_every_image_follows(zookeeper_conne
             await reader.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_topic_written_by_an_old_tool_is_completed_by_the_controller(
+        zookeeper_connect: str) -> None:
+    """kafka-topics.sh --zookeeper (Kafka < 3) writes only the assignment, without topic id;
+    the controller gives it an id and partition states, and every broker sees the topic."""
+
+    async def scenario() -> None:
+        nodes: list[Node] = []
+        tool = AsyncZooKeeper(zookeeper_connect)
+        try:
+            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
+            await tool.start(30)
+            await active(nodes)
+            await tool.create(layout.topic_config_path("legacy"),
+                              EntityConfig({"retention.ms": "7"}).to_json())
+            await tool.create(layout.topic_path("legacy"),
+                              b'{"version":1,"partitions":{"0":[2,1],"1":[1,2]}}')
+            await wait_for(lambda: all("legacy" in n.image.topics_by_name for n in nodes),
+                           "the legacy topic in every image")
+            await converged(tool, nodes)
+            data, _ = await tool.get(layout.topic_path("legacy"))
+            assignment = TopicAssignment.from_json(data, "legacy")
+            for node in nodes:
+                topic = node.image.topics_by_name["legacy"]
+                assert topic.topic_id == assignment.topic_id
+                assert {p: (s.leader, s.isr) for p, s in topic.partitions.items()} == {
+                    0: (2, [2, 1]), 1: (1, [1, 2])}
+                assert node.image.topic_configs["legacy"] == {"retention.ms": "7"}
+        finally:
+            for node in nodes:
+                await node.close()
+            await tool.stop()
+
+    asyncio.run(scenario())
+
+
+def test_replicas_spread_over_racks_from_the_registrations(zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        nodes: list[Node] = []
+        try:
+            racks = {1: "a", 2: "a", 3: "b", 4: "b"}
+            nodes = [await start_node(zookeeper_connect, b, rack=r) for b, r in racks.items()]
+            controller = await active(nodes)
+            await wait_for(lambda: len(controller.image.brokers) == 4, "four brokers")
+            assert {b.broker_id: b.rack for b in controller.image.brokers.values()} == racks
+            [result] = await controller.plane.controller.create_topics(
+                [TopicSpec("racked", 8, 2)])
+            assert result.error == ErrorCode.none, result
+            partitions = controller.image.topics_by_name["racked"].partitions.values()
+            for state in partitions:
+                assert {racks[b] for b in state.replicas} == {"a", "b"}
+            assert Counter(s.leader for s in partitions) == {1: 2, 2: 2, 3: 2, 4: 2}
+        finally:
+            for node in nodes:
+                await node.close()
+
+    asyncio.run(scenario())
+
+
+def test_znodes_that_are_not_kafkas_do_not_stop_the_brokers_following(
+        zookeeper_connect: str) -> None:
+    async def scenario() -> None:
+        nodes: list[Node] = []
+        tool = AsyncZooKeeper(zookeeper_connect)
+        try:
+            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
+            await tool.start(30)
+            controller = await active(nodes)
+            channel = controller.plane.controller
+            [result] = await channel.create_topics([TopicSpec("kept", 2, 1)])
+            assert result.error == ErrorCode.none
+            await wait_for(lambda: all("kept" in n.image.topics_by_name for n in nodes), "kept")
+            before = {n.broker_id: vars(n.image.topics_by_name["kept"].partitions[0]).copy()
+                      for n in nodes}
+            await tool.set(layout.partition_state_path("kept", 0), b"\xff not json")
+            await tool.create(f"{layout.BROKER_IDS}/not-a-number", b"{}")
+            await tool.set(layout.topic_config_path("kept"), b"[1, 2]")
+            [result] = await channel.create_topics([TopicSpec("later", 1, 1)])
+            assert result.error == ErrorCode.none
+            await wait_for(lambda: all("later" in n.image.topics_by_name for n in nodes),
+                           "the brokers still following")
+            for node in nodes:
+                assert vars(node.image.topics_by_name["kept"].partitions[0]) == \
+                    before[node.broker_id]
+                assert node.plane.sync._task is not None and not node.plane.sync._task.done()
+        finally:
+            for node in nodes:
+                await node.close()
+            await tool.stop()
+
+    asyncio.run(scenario())
