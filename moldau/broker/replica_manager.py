@@ -115,6 +115,14 @@ class FetchRead:
     has_error: bool
 
 
+def error_entry(index: int, error: ErrorCode,
+                current_leader: tuple[int, int] | None = None) -> FetchPartitionData:
+    """A Fetch answer for a partition that cannot be read: empty records, not null, as Kafka
+    sends (librdkafka fails to parse the whole response on a null record set: "invalid
+    MessageSetSize -1")."""
+    return FetchPartitionData(index, error, records=b"", current_leader=current_leader)
+
+
 def _nothing() -> None:
     return None
 
@@ -199,22 +207,33 @@ class ReplicaManager:
         when this broker is not a replica, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for an
         older / newer epoch, and NOT_LEADER_OR_FOLLOWER when it is a replica but not the
         leader (another broker leads, none does, or this broker is fenced)."""
-        partition = self.get(topic, index)
-        if partition is None:
-            if unknown_id:
-                return ErrorCode.unknown_topic_id
-            if (topic, index) in self.offline:
-                return ErrorCode.kafka_storage_error
-            known = self.image.topics_by_name.get(topic) if topic is not None else None
-            if known is not None and index in known.partitions:
-                return ErrorCode.not_leader_or_follower
-            return ErrorCode.unknown_topic_or_partition
+        partition = self.hosted_partition(topic, index, unknown_id=unknown_id)
+        if isinstance(partition, ErrorCode):
+            return partition
         error = partition.check_leader_epoch(current_leader_epoch)
         if error != ErrorCode.none:
             return error
         if not partition.is_leader:
             return ErrorCode.not_leader_or_follower
         return partition
+
+    def hosted_partition(self, topic: str | None, index: int, *,
+                         unknown_id: bool = False) -> Partition | ErrorCode:
+        """The partition if this broker hosts a replica of it (leader or not), else
+        UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION (unknown to the metadata),
+        KAFKA_STORAGE_ERROR (its log is offline here) or NOT_LEADER_OR_FOLLOWER (not a
+        replica here): Kafka's ``ReplicaManager.getPartitionOrError``."""
+        partition = self.get(topic, index)
+        if partition is not None:
+            return partition
+        if unknown_id:
+            return ErrorCode.unknown_topic_id
+        if (topic, index) in self.offline:
+            return ErrorCode.kafka_storage_error
+        known = self.image.topics_by_name.get(topic) if topic is not None else None
+        if known is not None and index in known.partitions:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
 
     def current_leader(self, topic: str | None, index: int) -> tuple[int, int]:
         """(leader id, leader epoch) of a partition as the image says, (-1, -1) when the
@@ -499,8 +518,7 @@ class ReplicaManager:
                     if partition in (ErrorCode.not_leader_or_follower,
                                      ErrorCode.fenced_leader_epoch):
                         hint = self.current_leader(t.topic, t.partition)
-                    entries.append(FetchPartitionData(t.partition, partition,
-                                                      current_leader=hint))
+                    entries.append(error_entry(t.partition, partition, hint))
                     continue
                 budget = min(t.max_bytes, max_bytes - total)
                 read = partition.read(t.fetch_offset, max(budget, 0), committed,

@@ -40,11 +40,11 @@ import uuid
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
-from ...protocol.encoders.fetch import FetchPartitionData, encode_fetch_response
+from ...protocol.encoders.fetch import encode_fetch_response
 from ...protocol.entities import to_ms
 from ...protocol.errors import ErrorCode
 from ..dispatch import RawResponse, RequestContext, handler
-from ..replica_manager import FetchTarget, ReplicaManager
+from ..replica_manager import FetchTarget, ReplicaManager, error_entry
 from .metadata import leader_endpoints
 
 # kio reads the all-zero topic id as None; Kafka looks it up like any other id (no topic has
@@ -95,7 +95,7 @@ def _non_replica_error(manager: ReplicaManager, target: FetchTarget) -> ErrorCod
 
 def _answer_non_replica(ctx: RequestContext, request: Any) -> RawResponse:
     manager = ctx.broker.replica_manager
-    topics = [(key, [FetchPartitionData(t.partition, _non_replica_error(manager, t))
+    topics = [(key, [error_entry(t.partition, _non_replica_error(manager, t))
                      for t in targets])
               for key, targets in _targets(ctx, request)]
     return RawResponse(encode_fetch_response(ctx.version, topics))
