@@ -175,12 +175,16 @@ def test_expired_session_fences_the_broker_until_it_registers_again(
                                               "auto.create.topics.enable": True}).start(60)
     registration = f"{zookeeper_chroot}/brokers/ids/1"
     batch = make_batch([b"v"])
-    with Wire(broker.port()) as wire:
+
+    def created_and_produced(wire: Wire) -> bool:
+        # Auto-creation is refused until the broker's controller is active: ask again.
         wire.call(ApiKey.METADATA, 12, {"topics": [{"name": "fenced", "topic_id": None}],
                                         "allow_auto_topic_creation": True,
                                         "include_topic_authorized_operations": False})
-        wait_for(lambda: produce(wire, "fenced", 0, batch)["error_code"] == 0, 30,
-                 "the first produce")
+        return produce(wire, "fenced", 0, batch)["error_code"] == ErrorCode.none
+
+    with Wire(broker.port()) as wire:
+        wait_for(lambda: created_and_produced(wire), 30, "the first produce")
     # Freeze the broker past its session timeout: ZooKeeper expires the session and deletes
     # the registration. Someone takes the id meanwhile, so the broker, once it runs again,
     # cannot register and must stay fenced.

@@ -183,7 +183,11 @@ def test_controlled_shutdown_can_be_turned_off(cluster: Callable[..., BrokerProc
 def test_sigterm_does_a_controlled_shutdown(zookeeper_connect: str, tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data", settings={"zookeeper.connect": zookeeper_connect})
     with broker:
-        pass  # __exit__ sends SIGTERM and waits
+        # Alone, it becomes the controller; stopped before that it would retry after
+        # controlled.shutdown.retry.backoff.ms (right, but not what this test is about).
+        wait_for(lambda: "broker 1 is the active controller" in broker.log_text(), 30,
+                 "the broker to become the controller")
+    # __exit__ sent SIGTERM and waited
     log = broker.log_text()
     assert "controlled shutdown succeeded (attempt 1 of 3)" in log
     assert log.index("controlled shutdown succeeded") < log.index("shut down completed")
