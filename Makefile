@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.test-installed
 
-.PHONY: run install test test-deps lint clean
+.PHONY: run cluster install test test-deps lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,12 @@ install: $(STAMP)
 ## listener PLAINTEXT://localhost:9092, data under ./data.
 run: install
 	$(BIN)/moldau serve
+
+## Start a local cluster: a ZooKeeper (Debian package `zookeeper`) and BROKERS=3 brokers on
+## free ports of 127.0.0.1, data under ./dev-cluster; prints the addresses, Ctrl-C stops all.
+BROKERS ?= 3
+cluster: install
+	$(BIN)/moldau dev-cluster --brokers $(BROKERS) $(CLUSTER_ARGS)
 
 $(TEST_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
@@ -35,7 +41,7 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) data
+	rm -rf $(VENV) data dev-cluster
 
 ## The live fuzzer's long run (docs/testing.md, "Fuzzing"): 1,000,000 mutated requests, then
 ## 1,000,000 CRC-valid lying record batches; 1-2 hours on 2 cores. FUZZ_ARGS="--seed N ...".

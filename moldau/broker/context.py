@@ -84,3 +84,10 @@ class BrokerContext(Protocol):
         """Create topics a client asked for (``auto.create.topics.enable``); the error of each
         topic that could not be created."""
         ...
+
+    async def shut_down_broker(self, broker_id: int) -> list[tuple[str, int]]:
+        """As the active controller, move leadership off ``broker_id`` (a controlled
+        shutdown); the (topic, partition)s it still leads that another replica could take.
+        KafkaError NOT_CONTROLLER when this node is not the active controller,
+        BROKER_NOT_AVAILABLE when the broker is unknown."""
+        ...

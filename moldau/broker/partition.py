@@ -54,6 +54,9 @@ class Partition:
         self.produce_limits: tuple[int, int, int, str] = (2**63 - 1, 2**63 - 1, 1, "producer")
         # Leader with an ISR of just this broker: the high watermark follows every append.
         self._sole_leader = False
+        # The broker is fenced (its registration lapsed): it leads nothing, whatever the image
+        # says, until the replica manager lifts the fence.
+        self.fenced = False
 
     def set_topic_config(self, config: dict[str, Any]) -> None:
         """The topic's effective configs (``produce_limits`` follows)."""
@@ -71,12 +74,13 @@ class Partition:
 
     @property
     def is_leader(self) -> bool:
-        return self.leader == self.node_id
+        return self.leader == self.node_id and not self.fenced
 
     def apply_state(self, state: PartitionState) -> None:
         """Take the leader/ISR/epoch the metadata image says this partition has."""
-        became_leader = state.leader == self.node_id and (
-            not self.is_leader or state.leader_epoch != self.leader_epoch
+        was_leader = self.is_leader
+        became_leader = state.leader == self.node_id and not self.fenced and (
+            not was_leader or state.leader_epoch != self.leader_epoch
         )
         self.leader, self.isr, self.replicas = state.leader, list(state.isr), list(state.replicas)
         self.partition_epoch = state.partition_epoch
@@ -84,7 +88,25 @@ class Partition:
         self._sole_leader = self.is_leader and self.isr == [self.node_id]
         if became_leader:
             self.log.assign_epoch_start_offset(state.leader_epoch)
+        elif was_leader and not self.is_leader:
+            # Parked acks=all produces and long-poll fetches re-check and answer
+            # NOT_LEADER_OR_FOLLOWER now rather than at their timeout.
+            self.purgatory.notify(self.key)
         self._maybe_advance_high_watermark()
+
+    def set_fenced(self, fenced: bool) -> None:
+        """Stop (``fenced``) or resume leading the partition as its last applied state says
+        (the epoch it leads in may have moved on while fenced: its start is recorded now)."""
+        if fenced == self.fenced:
+            return
+        was_leader = self.is_leader
+        self.fenced = fenced
+        self._sole_leader = self.is_leader and self.isr == [self.node_id]
+        if was_leader and not self.is_leader:
+            self.purgatory.notify(self.key)
+        elif self.is_leader:
+            self.log.assign_epoch_start_offset(self.leader_epoch)
+            self._maybe_advance_high_watermark()
 
     def check_leader_epoch(self, requested: int) -> ErrorCode:
         if requested < 0 or requested == self.leader_epoch:

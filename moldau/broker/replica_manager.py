@@ -9,6 +9,15 @@ assigned here, deletes logs of removed topics, applies leader/ISR changes and pu
 configs into the logs, so a config change takes effect on the next append or retention run.
 A partition whose log cannot be opened or created is offline here: clients get
 KAFKA_STORAGE_ERROR for it, and :meth:`ReplicaManager.retry_offline` tries again.
+
+Leadership comes only from the image: this broker leads a partition when its PartitionRecord /
+PartitionChangeRecord names it leader, and hosts (keeps a log for) only partitions whose
+replicas include it; a partition reassigned away has its log deleted, as Kafka's StopReplica
+with deletion does. A fenced broker (:meth:`ReplicaManager.set_fenced`, set by the node when
+its registration lapses, or its registration in the image marked fenced) leads nothing until
+the fence is lifted. :meth:`ReplicaManager.leader_partition` is the one place that decides
+what a client request for a partition gets: the partition, or UNKNOWN_TOPIC_OR_PARTITION /
+NOT_LEADER_OR_FOLLOWER / KAFKA_STORAGE_ERROR / an epoch error, in Kafka's order.
 """
 
 from __future__ import annotations
@@ -33,9 +42,11 @@ from .config.loader import BrokerConfig
 from .metadata.configs import effective_topic_config
 from .metadata.image import MetadataImage
 from .metadata.records import (
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     MetadataRecord,
     PartitionRecord,
+    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
@@ -104,6 +115,14 @@ class FetchRead:
     has_error: bool
 
 
+def error_entry(index: int, error: ErrorCode,
+                current_leader: tuple[int, int] | None = None) -> FetchPartitionData:
+    """A Fetch answer for a partition that cannot be read: empty records, not null, as Kafka
+    sends (librdkafka fails to parse the whole response on a null record set: "invalid
+    MessageSetSize -1")."""
+    return FetchPartitionData(index, error, records=b"", current_leader=current_leader)
+
+
 def _nothing() -> None:
     return None
 
@@ -126,6 +145,11 @@ class ReplicaManager:
         # Partitions hosted here whose log could not be opened or created: why not.
         self.offline: dict[tuple[str, int], str] = {}
         self.purgatory = Purgatory()
+        # Fenced by the node (its ZooKeeper session expired, it has not re-registered yet).
+        self._fenced_by_node = False
+        self._fence_applied = False
+        # Called after the fence is set or lifted (the group coordinator follows leadership).
+        self.leadership_listeners: list[Callable[[], None]] = []
 
     # --- metadata ------------------------------------------------------------------------
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -136,6 +160,89 @@ class ReplicaManager:
         if topic is None:
             return None
         return self.partitions.get((topic, index))
+
+    # --- leadership ----------------------------------------------------------------------
+    @property
+    def fenced(self) -> bool:
+        """Whether this broker may not lead: fenced by the node, or its registration in the
+        image is marked fenced."""
+        if self._fenced_by_node:
+            return True
+        registration = self.image.brokers.get(self.node_id)
+        return registration is not None and registration.fenced
+
+    def set_fenced(self, fenced: bool) -> None:
+        """Fence this broker (it stops leading every partition at once: clients get
+        NOT_LEADER_OR_FOLLOWER, parked produces and fetches are answered, the group
+        coordinator unloads its shards) or lift the fence (the image's leadership applies
+        again)."""
+        if fenced != self._fenced_by_node:
+            log.warning("broker %d is %s", self.node_id,
+                        "fenced: it leads no partition until it is registered again"
+                        if fenced else "no longer fenced: it leads what the metadata says")
+        self._fenced_by_node = fenced
+        self._sync_fence()
+
+    def _sync_fence(self) -> None:
+        fenced = self.fenced
+        if fenced == self._fence_applied:
+            return
+        self._fence_applied = fenced
+        for partition in self.partitions.values():
+            partition.set_fenced(fenced)
+        for listener in self.leadership_listeners:
+            listener()
+
+    def leads(self, topic: str, index: int) -> bool:
+        """Whether this broker is the leader of ``topic``-``index`` now."""
+        partition = self.partitions.get((topic, index))
+        return partition is not None and partition.is_leader
+
+    def leader_partition(self, topic: str | None, index: int, current_leader_epoch: int = -1,
+                         *, unknown_id: bool = False) -> Partition | ErrorCode:
+        """The partition if this broker leads it (and ``current_leader_epoch``, when given,
+        is its epoch), else the error a client request for it gets, in Kafka's order:
+        UNKNOWN_TOPIC_ID (``unknown_id``) / UNKNOWN_TOPIC_OR_PARTITION when the metadata does
+        not know it, KAFKA_STORAGE_ERROR when its log is offline here, NOT_LEADER_OR_FOLLOWER
+        when this broker is not a replica, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for an
+        older / newer epoch, and NOT_LEADER_OR_FOLLOWER when it is a replica but not the
+        leader (another broker leads, none does, or this broker is fenced)."""
+        partition = self.hosted_partition(topic, index, unknown_id=unknown_id)
+        if isinstance(partition, ErrorCode):
+            return partition
+        error = partition.check_leader_epoch(current_leader_epoch)
+        if error != ErrorCode.none:
+            return error
+        if not partition.is_leader:
+            return ErrorCode.not_leader_or_follower
+        return partition
+
+    def hosted_partition(self, topic: str | None, index: int, *,
+                         unknown_id: bool = False) -> Partition | ErrorCode:
+        """The partition if this broker hosts a replica of it (leader or not), else
+        UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION (unknown to the metadata),
+        KAFKA_STORAGE_ERROR (its log is offline here) or NOT_LEADER_OR_FOLLOWER (not a
+        replica here): Kafka's ``ReplicaManager.getPartitionOrError``."""
+        partition = self.get(topic, index)
+        if partition is not None:
+            return partition
+        if unknown_id:
+            return ErrorCode.unknown_topic_id
+        if (topic, index) in self.offline:
+            return ErrorCode.kafka_storage_error
+        known = self.image.topics_by_name.get(topic) if topic is not None else None
+        if known is not None and index in known.partitions:
+            return ErrorCode.not_leader_or_follower
+        return ErrorCode.unknown_topic_or_partition
+
+    def current_leader(self, topic: str | None, index: int) -> tuple[int, int]:
+        """(leader id, leader epoch) of a partition as the image says, (-1, -1) when the
+        metadata does not know it: the KIP-951 hint sent with NOT_LEADER_OR_FOLLOWER."""
+        known = self.image.topics_by_name.get(topic) if topic is not None else None
+        state = known.partitions.get(index) if known is not None else None
+        if state is None:
+            return (-1, -1)
+        return (state.leader, state.leader_epoch)
 
     def log_config(self, topic: str) -> LogConfig:
         return LogConfig.from_dict(
@@ -151,6 +258,8 @@ class ReplicaManager:
             if isinstance(record, RemoveTopicRecord):
                 removed.update(t for (t, _), p in self.partitions.items()
                                if p.topic_id == record.topic_id)
+            elif isinstance(record, (RegisterBrokerRecord, BrokerRegistrationChangeRecord)):
+                continue  # the fence is synced below, whoever the record names
             elif isinstance(record, ConfigRecord):
                 if record.resource_type == 2:
                     touched.add(record.resource_name)
@@ -163,6 +272,7 @@ class ReplicaManager:
         for name in removed:
             self._remove_topic(name)
         self.reconcile(image.topics_by_name if all_topics else touched)
+        self._sync_fence()
 
     def prepare(self, image: MetadataImage, records: Sequence[MetadataRecord]
                 ) -> Callable[[], None]:
@@ -202,6 +312,8 @@ class ReplicaManager:
             raw_config = effective_topic_config(image, self.config, name)
             for index, state in topic.partitions.items():
                 if self.node_id not in state.replicas:
+                    if (name, index) in self.partitions or (name, index) in self.offline:
+                        self._stop_replica(name, index)
                     continue
                 states.append((name, index, topic.topic_id, config, raw_config, state))
                 if (name, index) not in self.partitions:
@@ -209,9 +321,11 @@ class ReplicaManager:
         for partition_log in self._open_logs(missing):
             key = (partition_log.topic, partition_log.partition)
             topic_id = image.topics_by_name[key[0]].topic_id
-            self.partitions[key] = Partition(key[0], key[1], topic_id, partition_log,
-                                             node_id=self.node_id, purgatory=self.purgatory,
-                                             time_ms=self.time_ms)
+            partition = Partition(key[0], key[1], topic_id, partition_log,
+                                  node_id=self.node_id, purgatory=self.purgatory,
+                                  time_ms=self.time_ms)
+            partition.fenced = self._fence_applied
+            self.partitions[key] = partition
         for name, index, _topic_id, config, raw_config, state in states:
             partition = self.partitions.get((name, index))
             if partition is None:
@@ -264,6 +378,17 @@ class ReplicaManager:
         if self.offline:
             self.reconcile({name for name, _index in self.offline})
 
+    def _stop_replica(self, name: str, index: int) -> None:
+        """This broker is no longer a replica of ``name``-``index`` (reassigned away): stop
+        serving it and delete its log, as Kafka's StopReplica with deletion does."""
+        self.offline.pop((name, index), None)
+        partition = self.partitions.pop((name, index), None)
+        if partition is not None:
+            self.log_manager.delete_log(name, index)
+            self.purgatory.notify((name, index))
+            log.info("deleted the log of %s-%d: this broker is no longer one of its replicas",
+                     name, index)
+
     def _remove_topic(self, name: str) -> None:
         for key in [k for k in self.offline if k[0] == name]:
             del self.offline[key]
@@ -272,6 +397,19 @@ class ReplicaManager:
             self.log_manager.delete_log(partition.topic, partition.index)
             self.purgatory.notify(key)
         log.info("deleted the logs of topic %s", name)
+
+    def _refusal(self, error: ErrorCode, topic: str, index: int) -> str:
+        """The message that goes with a :meth:`leader_partition` error."""
+        if error == ErrorCode.kafka_storage_error:
+            return self.offline.get((topic, index), f"The log of {topic}-{index} is offline")
+        if error == ErrorCode.unknown_topic_or_partition:
+            return f"This server does not host this topic-partition: {topic}-{index}"
+        leader, _epoch = self.current_leader(topic, index)
+        if self.fenced:
+            return f"Broker {self.node_id} is fenced and leads no partition"
+        if leader < 0:
+            return f"{topic}-{index} has no leader at the moment"
+        return f"Broker {self.node_id} is not the leader of {topic}-{index} (broker {leader} is)"
 
     # --- produce -------------------------------------------------------------------------
     def reject(self, error: ErrorCode, message: str) -> ProduceOutcome:
@@ -283,18 +421,9 @@ class ReplicaManager:
         if topic in INTERNAL_TOPICS and not internal:
             return ProduceOutcome(ErrorCode.invalid_topic_exception,
                                   f"Cannot append to internal topic {topic}")
-        partition = self.partitions.get((topic, index))
-        if partition is None:
-            offline = self.offline.get((topic, index))
-            if offline is not None:
-                return ProduceOutcome(ErrorCode.kafka_storage_error, offline)
-            known = self.image.topics_by_name.get(topic)
-            if known is not None and index in known.partitions:
-                return ProduceOutcome(ErrorCode.not_leader_or_follower,
-                                      f"This broker does not host {topic}-{index}")
-            return ProduceOutcome(ErrorCode.unknown_topic_or_partition,
-                                  f"This server does not host this topic-partition: "
-                                  f"{topic}-{index}")
+        partition = self.leader_partition(topic, index)
+        if isinstance(partition, ErrorCode):
+            return ProduceOutcome(partition, self._refusal(partition, topic, index))
         config = partition.log.config
         before_max, after_max, min_isr, compression = partition.produce_limits
         checked = check_record_set(
@@ -381,24 +510,15 @@ class ReplicaManager:
         for key, targets in plan:
             entries = []
             for t in targets:
-                partition = self.get(t.topic, t.partition)
-                if partition is None:
+                partition = self.leader_partition(t.topic, t.partition, t.current_leader_epoch,
+                                                  unknown_id=t.unknown_id)
+                if isinstance(partition, ErrorCode):
                     has_error = True
-                    error = (ErrorCode.unknown_topic_id if t.unknown_id
-                             else ErrorCode.unknown_topic_or_partition)
-                    known = self.image.topics_by_name.get(t.topic)
-                    if (t.topic, t.partition) in self.offline:
-                        error = ErrorCode.kafka_storage_error
-                    elif known is not None and t.partition in known.partitions:
-                        error = ErrorCode.not_leader_or_follower
-                    entries.append(FetchPartitionData(t.partition, error))
-                    continue
-                error = partition.check_leader_epoch(t.current_leader_epoch)
-                if error == ErrorCode.none and not partition.is_leader:
-                    error = ErrorCode.not_leader_or_follower
-                if error != ErrorCode.none:
-                    has_error = True
-                    entries.append(FetchPartitionData(t.partition, error))
+                    hint = None
+                    if partition in (ErrorCode.not_leader_or_follower,
+                                     ErrorCode.fenced_leader_epoch):
+                        hint = self.current_leader(t.topic, t.partition)
+                    entries.append(error_entry(t.partition, partition, hint))
                     continue
                 budget = min(t.max_bytes, max_bytes - total)
                 read = partition.read(t.fetch_offset, max(budget, 0), committed,

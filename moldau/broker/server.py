@@ -1,10 +1,14 @@
 """The broker process: the node's services plus the asyncio listeners and connections.
 
-Start-up order: open the node (:func:`~.startup.open_node`: log dirs, recovering logs after a
-crash, the metadata log replayed into the image, the partitions it hosts, the group
-coordinator), bind the listeners (port 0 picks a free port; the advertised port follows),
-register this broker with its advertised endpoints, then start serving. Shutdown reverses it
-and leaves a clean-shutdown marker so the next start skips recovery.
+Start-up order: in cluster mode (``zookeeper.connect``) connect to ZooKeeper first
+(:class:`~.zk.node.ZkBrokerNode`: chroot, cluster id); open the node
+(:func:`~.startup.open_node`: log dirs, recovering logs after a crash, the metadata log
+replayed into the image, the partitions it hosts, the group coordinator), bind the listeners
+(port 0 picks a free port; the advertised port follows), register this broker with its
+advertised endpoints (in cluster mode also as the ephemeral ``/brokers/ids/<id>``; a live
+broker with the same id stops start-up), then start serving. Shutdown reverses it and leaves
+a clean-shutdown marker so the next start skips recovery; a cluster broker first does a
+controlled shutdown (:mod:`.controlled_shutdown`, ``controlled.shutdown.enable``).
 
 Handlers never see this object: connections hand them :attr:`Broker.context`, the node's
 :class:`~.services.NodeServices`.
@@ -21,6 +25,7 @@ from typing import Any
 
 from .config import BrokerConfig, Endpoint
 from .connection import KafkaConnection
+from .controlled_shutdown import controlled_shutdown
 from .dispatch import load_handlers
 from .memory_pool import MemoryPool
 from .metadata.controller import Controller
@@ -29,6 +34,7 @@ from .metadata.records import BrokerEndpoint
 from .replica_manager import ReplicaManager
 from .services import NodeServices
 from .startup import close_node, housekeeping, open_node
+from .zk.node import ZkBrokerNode
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +57,7 @@ class Broker:
         self.node_id = config.node_id
         self.time_ms = time_ms or (lambda: int(time.time() * 1000))
         self.services: NodeServices | None = None
+        self.cluster: ZkBrokerNode | None = None
         self._closed = False
         self.connections: set[KafkaConnection] = set()
         self.memory_pool = MemoryPool(config["queued.max.request.bytes"])
@@ -61,6 +68,7 @@ class Broker:
         self.bound: list[BoundListener] = []
         self._background: list[asyncio.Task[Any]] = []
         self._stopped = asyncio.Event()
+        self._serving = False
         load_handlers()
 
     # --- the node's services -------------------------------------------------------------
@@ -82,7 +90,8 @@ class Broker:
 
     @property
     def controller(self) -> Controller:
-        return self.context.controller
+        """This process's controller (active or not, in a cluster)."""
+        return self.context.local_controller
 
     @property
     def replica_manager(self) -> ReplicaManager:
@@ -90,12 +99,20 @@ class Broker:
 
     # --- lifecycle ---------------------------------------------------------------------
     async def start(self) -> None:
-        self.services = await open_node(self.config, time_ms=self.time_ms)
+        if self.config.cluster_mode:
+            # Kafka's order: ZooKeeper first (the cluster id decides whether the log dirs
+            # may be used), registration once the listeners are bound.
+            self.cluster = ZkBrokerNode(self.config)
+            await self.cluster.connect()
+            await self.cluster.check_id_free()
+        self.services = await open_node(self.config, time_ms=self.time_ms,
+                                        cluster=self.cluster)
         self.spawn(housekeeping(self.services))
         await self._bind_listeners()
         await self._register()
         for bound in self.bound:
             await bound.server.start_serving()
+        self._serving = True
         self.spawn(self._expire_idle_connections())
         log.info("[MoldauServer id=%s] started (cluster id %s); listening on %s",
                  self.node_id, self.cluster_id,
@@ -137,8 +154,12 @@ class Broker:
         return result
 
     async def _register(self) -> None:
-        await self.context.controller.register_broker(
-            self.node_id, self.advertised_endpoints(), self.config["broker.rack"])
+        endpoints = self.advertised_endpoints()
+        rack = self.config["broker.rack"]
+        if self.cluster is not None:
+            await self.cluster.register(endpoints, rack)
+            return  # the image learns registrations from /brokers/ids
+        await self.context.local_controller.register_broker(self.node_id, endpoints, rack)
 
     def bound_port(self, listener: str | None = None) -> int:
         for b in self.bound:
@@ -211,6 +232,18 @@ class Broker:
         return task
 
     async def stop(self) -> None:
+        if self._serving and self.cluster is not None and self.services is not None \
+                and self.config["controlled.shutdown.enable"]:
+            # Still serving meanwhile: clients keep being answered (and redirected) while
+            # the controller moves leadership away.
+            self._serving = False
+            services = self.services
+            await controlled_shutdown(
+                node_id=self.node_id, image=services.image,
+                listener=self.config.listeners.inter_broker_listener,
+                max_retries=self.config["controlled.shutdown.max.retries"],
+                backoff_ms=self.config["controlled.shutdown.retry.backoff.ms"],
+                local=services.shut_down_broker)
         for bound in self.bound:
             bound.server.close()
         for conn in list(self.connections):
@@ -220,7 +253,14 @@ class Broker:
         await asyncio.gather(*self._background, return_exceptions=True)
         if self.services is not None and not self._closed:
             self._closed = True
+            if self.services.plane is not None:
+                # Give up the controller (if held) and stop following ZooKeeper before the
+                # logs close, so no metadata change reaches a closing replica manager.
+                await self.services.plane.stop()
             await close_node(self.services)
+        if self.cluster is not None:
+            # Last: the registration disappears once the logs are closed cleanly.
+            await self.cluster.close()
         self._stopped.set()
         log.info("[MoldauServer id=%s] shut down completed", self.node_id)
 

@@ -10,6 +10,15 @@ A single node runs the active controller itself: ``controller`` is the local
 :class:`~.metadata.controller.Controller` (handlers see it only as a
 :class:`~.metadata.channel.ControllerChannel`), and the controller id the image reports is
 this node's, replayed when the node opens its metadata log.
+
+A broker of a ZooKeeper cluster (``zookeeper.connect``) has ``cluster``, its
+:class:`~.zk.node.ZkBrokerNode` (session, cluster id, registration, fencing), and ``plane``,
+its :class:`~.zk.cluster_controller.ZkMetadataPlane` (the image kept equal to ZooKeeper, the
+election, and the controller whose store is ZooKeeper; no ``metadata_log``). Its
+``controller`` is an :class:`~.metadata.selection.ActiveControllerChannel`: the local
+controller while the image names this broker the active one, else a
+:class:`~.metadata.forwarding.ForwardingControllerChannel` to the one it names.
+``local_controller`` is this process's controller either way (tools and tests inspect it).
 """
 
 from __future__ import annotations
@@ -17,8 +26,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..protocol.errors import ErrorCode
+from ..protocol.errors import ErrorCode, KafkaError
 from ..storage.manager import LoadStats, LogManager
 from .config.loader import BrokerConfig
 from .group.coordinator import GroupCoordinator
@@ -26,8 +36,13 @@ from .metadata.channel import ControllerChannel, TopicSpec
 from .metadata.controller import Controller
 from .metadata.image import MetadataImage
 from .metadata.log import MetadataLog
+from .metadata.selection import ActiveControllerChannel
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from .zk.cluster_controller import ZkMetadataPlane
+    from .zk.node import ZkBrokerNode
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +56,15 @@ class NodeServices:
     image: MetadataImage
     log_manager: LogManager
     load_stats: LoadStats
-    metadata_log: MetadataLog
-    controller: Controller
+    metadata_log: MetadataLog | None  # the single node's store; None in a cluster
+    controller: Controller | ActiveControllerChannel
+    local_controller: Controller
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
     producer_ids: ProducerIdManager
     time_ms: Callable[[], int]
+    cluster: ZkBrokerNode | None = None
+    plane: ZkMetadataPlane | None = None
 
     @property
     def node_id(self) -> int:
@@ -61,6 +79,25 @@ class NodeServices:
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
         return await auto_create_topics(self.controller, names)
+
+    async def shut_down_broker(self, broker_id: int) -> list[tuple[str, int]]:
+        if self.plane is not None:
+            if broker_id not in self.image.brokers:
+                raise KafkaError(ErrorCode.broker_not_available,
+                                 f"Broker id {broker_id} does not exist.")
+            return await self.plane.move_leadership_off(broker_id)
+        image = self.image
+        if image.controller_id != self.node_id:
+            raise KafkaError(ErrorCode.not_controller,
+                             f"broker {self.node_id} is not the active controller "
+                             f"(the metadata names {image.controller_id})")
+        if broker_id not in image.brokers:
+            raise KafkaError(ErrorCode.broker_not_available,
+                             f"Broker id {broker_id} does not exist.")
+        # A single node: nothing can take over from the only broker.
+        return [(topic.name, index) for topic in image.topics_by_name.values()
+                for index, state in sorted(topic.partitions.items())
+                if state.leader == broker_id and len(state.replicas) > 1]
 
 
 async def auto_create_topics(controller: ControllerChannel,

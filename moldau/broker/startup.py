@@ -1,7 +1,8 @@
 """Opening and closing a node's state, and its periodic housekeeping.
 
 Open (:func:`open_node`, which returns the node's :class:`~.services.NodeServices`): check or
-write ``meta.properties`` in every log dir (cluster id, node id), load every partition log
+write ``meta.properties`` in every log dir (cluster id, node id; a cluster node takes the
+cluster id from ZooKeeper and refuses log dirs of another cluster), load every partition log
 (recovering after a crash; skipped after a clean shutdown) in a worker thread, replay
 ``__cluster_metadata`` into the image, create the controller and the replica manager,
 reconcile the partitions this node hosts and start the group coordinator. Close
@@ -50,12 +51,16 @@ from .group.coordinator import GroupCoordinator
 from .group.service import start_group_coordinator
 from .metadata.configs import effective_topic_config
 from .metadata.controller import Controller
+from .metadata.forwarding import ForwardingControllerChannel
 from .metadata.image import MetadataImage
 from .metadata.log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC, MetadataLog
 from .metadata.records import ControllerChangeRecord
+from .metadata.selection import ActiveControllerChannel
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .services import NodeServices
+from .zk.cluster_controller import ZkMetadataPlane
+from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +106,23 @@ def _wall_clock_ms() -> int:
 
 
 async def open_node(config: BrokerConfig, *,
-                    time_ms: Callable[[], int] = _wall_clock_ms) -> NodeServices:
+                    time_ms: Callable[[], int] = _wall_clock_ms,
+                    cluster: ZkBrokerNode | None = None) -> NodeServices:
     """Open a node's state from its log dirs and wire its components together. The caller
-    runs :func:`housekeeping` while the node is open and :func:`close_node` at the end."""
+    runs :func:`housekeeping` while the node is open and :func:`close_node` at the end.
+
+    ``cluster`` (a broker of a ZooKeeper cluster) is connected already: the cluster id comes
+    from its ``/cluster/id``."""
     log_dirs = [str(d) for d in config.log_dirs]
     key = log_dirs_key(config)
     for log_dir in log_dirs:
         prepare_log_dir(log_dir, key)
+    if cluster is not None:
+        cluster_id = await cluster.cluster_id()
+        check_log_dirs_cluster_id(log_dirs, cluster_id, cluster.connect_string)
     try:
-        cluster_id = _cluster_id(config, log_dirs)
+        if cluster is None:
+            cluster_id = _cluster_id(config, log_dirs)
         ensure_meta_properties(log_dirs, config.node_id, cluster_id)
     except MetaPropertiesError as exc:
         raise LogDirError(f"{exc} (log dirs from {key}: {', '.join(log_dirs)})") from exc
@@ -129,46 +142,100 @@ async def open_node(config: BrokerConfig, *,
              "truncated)", len(manager.all_logs()), stats.segments, stats.segments_recovered,
              stats.batches_scanned, stats.bytes_truncated)
     check_descriptor_limit(len(manager.all_logs()))
+    services: NodeServices | None = None
     try:
-        return _open_components(config, cluster_id, image, manager, stats, time_ms)
+        services = _open_components(config, cluster_id, image, manager, stats, time_ms, cluster)
+        if services.plane is not None:
+            # Only now, with the image holding the cluster's topics, may logs of topics it
+            # does not name be deleted.
+            await services.plane.start()
+            log.info("read the cluster metadata from ZooKeeper: %d topics, %d brokers, "
+                     "controller %d", len(image.topics_by_name), len(image.brokers),
+                     image.controller_id)
+            reconcile_logs(image, services.replica_manager, manager)
+        return services
     except BaseException:
         # Nothing stays open behind a failed start.
+        if services is not None and services.plane is not None:
+            await services.plane.stop()
         await _in_thread(manager.shutdown)
         raise
 
 
 def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage,
-                     manager: LogManager, stats: Any, time_ms: Callable[[], int]
-                     ) -> NodeServices:
+                     manager: LogManager, stats: Any, time_ms: Callable[[], int],
+                     cluster: ZkBrokerNode | None) -> NodeServices:
     node_id = config.node_id
-    metadata_log = MetadataLog(manager.get_or_create_log(METADATA_TOPIC, 0), time_ms)
-    replayed = metadata_log.replay_into(image)
-    log.info("replayed %d metadata records", replayed)
-    # This node runs the controller of its own metadata log (not a stored record).
-    image.replay(ControllerChangeRecord(node_id, metadata_log.leader_epoch))
-    controller = Controller(
-        image, metadata_log,
-        default_partitions=lambda: config["num.partitions"],
-        default_replication_factor=lambda: config["default.replication.factor"],
-    )
+    metadata_log: MetadataLog | None = None
+    plane: ZkMetadataPlane | None = None
+    if cluster is None:
+        metadata_log = MetadataLog(manager.get_or_create_log(METADATA_TOPIC, 0), time_ms)
+        replayed = metadata_log.replay_into(image)
+        log.info("replayed %d metadata records", replayed)
+        # This node runs the controller of its own metadata log (not a stored record).
+        image.replay(ControllerChangeRecord(node_id, metadata_log.leader_epoch))
+        controller = Controller(
+            image, metadata_log,
+            default_partitions=lambda: config["num.partitions"],
+            default_replication_factor=lambda: config["default.replication.factor"],
+        )
+    else:
+        # The cluster's metadata lives in ZooKeeper: the plane's controller writes there when
+        # this broker is the active one, and its sync replays what ZooKeeper holds into the
+        # image (open_node starts it once everything that follows metadata is wired).
+        plane = ZkMetadataPlane.build(
+            cluster.zk, node_id, image,
+            default_partitions=lambda: config["num.partitions"],
+            default_replication_factor=lambda: config["default.replication.factor"])
+        controller = plane.controller
     replicas = ReplicaManager(node_id=node_id, image=image, config=config, log_manager=manager,
                               time_ms=time_ms)
     follow_metadata(controller, replicas)
+    if cluster is None:
+        reconcile_logs(image, replicas, manager)
+    # Group coordinator (moldau/broker/group): follows __consumer_offsets leadership.
+    groups = start_group_coordinator(config, node_id=node_id, image=image, replicas=replicas,
+                                     time_ms=time_ms)
+    follow_metadata(controller, groups=groups)
+    channel: Controller | ActiveControllerChannel = controller
+    if cluster is not None:
+        channel = ActiveControllerChannel(
+            node_id=node_id, image=image, local=controller,
+            remote=ForwardingControllerChannel(
+                node_id=node_id, image=image,
+                listener=config.listeners.inter_broker_listener))
+        fence_with(cluster, replicas)
+    return NodeServices(
+        config=config, cluster_id=cluster_id, image=image, log_manager=manager,
+        load_stats=stats, metadata_log=metadata_log, controller=channel,
+        local_controller=controller, replica_manager=replicas, group_coordinator=groups,
+        producer_ids=ProducerIdManager(node_id, channel), time_ms=time_ms, cluster=cluster,
+        plane=plane)
+
+
+def reconcile_logs(image: MetadataImage, replicas: ReplicaManager, manager: LogManager) -> None:
+    """Open the logs of the partitions the image gives this broker, and delete the logs of
+    topics the image no longer has (deleted while this broker was down)."""
     replicas.reconcile(list(image.topics_by_name))
     for stray in manager.all_logs():
         if stray.topic != METADATA_TOPIC and stray.topic not in image.topics_by_name:
             log.info("deleting the log of %s-%d: its topic no longer exists",
                      stray.topic, stray.partition)
             manager.delete_log(stray.topic, stray.partition)
-    # Group coordinator (moldau/broker/group): follows __consumer_offsets leadership.
-    groups = start_group_coordinator(config, node_id=node_id, image=image, replicas=replicas,
-                                     time_ms=time_ms)
-    follow_metadata(controller, groups=groups)
-    return NodeServices(
-        config=config, cluster_id=cluster_id, image=image, log_manager=manager,
-        load_stats=stats, metadata_log=metadata_log, controller=controller,
-        replica_manager=replicas, group_coordinator=groups,
-        producer_ids=ProducerIdManager(node_id, controller), time_ms=time_ms)
+
+
+def fence_with(cluster: ZkBrokerNode, replicas: ReplicaManager) -> None:
+    """Stop acting as a leader while the ZooKeeper session is lost (until the broker has
+    registered again): produce and fetch answer NOT_LEADER_OR_FOLLOWER meanwhile."""
+
+    def fenced(reason: str) -> None:
+        replicas.set_fenced(True)
+
+    def unfenced() -> None:
+        replicas.set_fenced(False)
+
+    cluster.on_fenced.append(fenced)
+    cluster.on_unfenced.append(unfenced)
 
 
 def follow_metadata(controller: Controller, replicas: ReplicaManager | None = None,

@@ -14,6 +14,7 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -54,4 +55,8 @@ class ApiKey(enum.IntEnum):
 
 def api_name(api_key: int) -> str:
     """Kafka's snake_case name of an API key, e.g. ``produce``; ``api_<n>`` when unknown."""
-    return api_key_map.get(api_key, f"api_{api_key}")
+    return api_key_map.get(api_key) or _NOT_IN_KIO.get(api_key, f"api_{api_key}")
+
+
+# APIs Moldau codes by hand because kio has no schema for them.
+_NOT_IN_KIO = {ApiKey.CONTROLLED_SHUTDOWN: "controlled_shutdown"}

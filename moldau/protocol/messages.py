@@ -60,6 +60,9 @@ def is_flexible(api_key: int, version: int) -> bool:
     flexible = _flexible.get((api_key, version))
     if flexible is not None:
         return flexible
+    first_flexible = HAND_CODED_FIRST_FLEXIBLE.get(api_key)
+    if first_flexible is not None:
+        return version >= first_flexible
     schema = request_schema(api_key, version)
     if schema is not None:
         flexible = _flexible[(api_key, version)] = bool(schema.__flexible__)
@@ -69,6 +72,10 @@ def is_flexible(api_key: int, version: int) -> bool:
         return False
     return is_flexible(api_key, newest)
 
+
+# APIs kio has no schemas for, coded by hand (moldau.protocol.controlled_shutdown): the first
+# flexible version, so their headers are read and written as Kafka's.
+HAND_CODED_FIRST_FLEXIBLE = {7: 3}  # ControlledShutdown
 
 # Flexibility of the pairs kio knows (unknown ones are not kept).
 _flexible: dict[tuple[int, int], bool] = {}

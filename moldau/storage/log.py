@@ -43,6 +43,7 @@ from .producer_state import (
     ORIGIN_REPLICATION,
     CompletedTxn,
     ProducerAppend,
+    ProducerStateEntry,
     ProducerStateManager,
     parse_end_txn_marker,
 )
@@ -570,6 +571,12 @@ class Log(LogMaintenance):
 
     def latest_epoch(self) -> int | None:
         return self.epoch_cache.latest_epoch()
+
+    def active_producers(self) -> list[ProducerStateEntry]:
+        """Copies of the producers' states (DescribeProducers), taken under the log's lock:
+        producer expiry runs in a worker thread."""
+        with self._lock:
+            return [entry.copy() for entry in self.producer_state.producers.values()]
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction (LSO = min(HW, this))."""

@@ -231,17 +231,32 @@ def test_producer_id_blocks_come_from_the_controller() -> None:
 
 
 def test_a_controller_without_the_api_is_refused_at_once() -> None:
-    # A Moldau broker of this version does not serve AllocateProducerIds (the cluster step
-    # adds it): the channel says so instead of retrying until its timeout.
-    with InProcessBroker() as node:
-        async def main() -> None:
-            forwarding = channel(image_of(1, {1: node.broker.bound_port()}))
+    # A peer that does not serve AllocateProducerIds: the channel says so instead of
+    # retrying until its timeout.
+    async def main() -> None:
+        async with FakePeer({ApiKey.CREATE_TOPICS: (2, 7)}, lambda *_: {}) as peer:
+            forwarding = channel(image_of(1, {1: peer.port}))
             with pytest.raises(KafkaError) as refused:
                 await asyncio.wait_for(forwarding.allocate_producer_ids(2), 5)
             assert refused.value.code == E.unsupported_version
             forwarding.close()
 
-        asyncio.run(main())
+    asyncio.run(main())
+
+
+def test_a_moldau_controller_hands_out_producer_id_blocks() -> None:
+    # AllocateProducerIds (key 67) is served by the active controller.
+    with InProcessBroker() as node:
+        async def main() -> list[range]:
+            forwarding = channel(image_of(1, {1: node.broker.bound_port()}))
+            try:
+                return [await forwarding.allocate_producer_ids(2) for _ in range(2)]
+            finally:
+                forwarding.close()
+
+        first, second = asyncio.run(main())
+        assert len(first) == len(second) == 1000 and second.start == first.stop
+        assert node.broker.image.next_producer_id == second.stop
 
 
 def test_forwarded_requests_are_recognised_by_their_client_id() -> None:

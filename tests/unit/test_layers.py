@@ -5,6 +5,11 @@ wire <- broker. Only moldau.cli.serve and moldau.testing may import moldau.broke
 
 ``moldau.wire`` (outbound Kafka connections) is the one layer both the client and the broker
 import: the broker opens connections to other brokers with it and never imports the client.
+
+``moldau.devtools`` starts local ZooKeeper and ``moldau serve`` processes; ``moldau
+dev-cluster`` (cli) and the test runners (testing) both need it, and cli may not import
+testing, so the process runners live below both. It imports nothing of moldau but the
+protocol's properties writer: brokers are child processes, never imported.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ ALLOWED = {
     "spark": {"protocol", "wire", "client", "spark"},
     "doctor": {"protocol", "wire", "client", "doctor"},
     "perf": {"protocol", "wire", "client", "perf"},
+    "devtools": {"protocol", "devtools"},
     "cli": {"protocol", "wire", "client", "cli", "proxy", "rest", "registry", "spark",
-            "doctor", "perf"},
-    "testing": {"protocol", "wire", "client", "broker", "storage", "testing", "cli"},
+            "doctor", "perf", "devtools"},
+    "testing": {"protocol", "wire", "client", "broker", "storage", "testing", "cli",
+                "devtools"},
 }
 BROKER_IMPORTERS = {"moldau.cli.serve"}
 

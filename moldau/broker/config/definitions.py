@@ -7,6 +7,7 @@ docs/configuration.md is checked against this table by a unit test so it cannot 
 from __future__ import annotations
 
 from .types import INT_MAX, LONG_MAX, ConfigDef, at_least, between, one_of
+from .zookeeper import check_connect
 
 _PROTOCOL_MAP_DEFAULT = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
@@ -16,16 +17,39 @@ BROKER_CONFIGS: list[ConfigDef] = [
     # --- identity and roles -------------------------------------------------------------
     ConfigDef("node.id", "int", -1, "Id of this node; -1 means use broker.id, else 1.",
               kafka="Kafka requires it in KRaft mode; Moldau falls back to broker.id, then 1."),
-    ConfigDef("broker.id", "int", -1, "Legacy name of node.id (KAFKA_BROKER_ID in Docker).",
-              kafka="synonym of node.id"),
+    ConfigDef("broker.id", "int", -1,
+              "ZooKeeper mode's name of node.id (KAFKA_BROKER_ID in Docker); setting both "
+              "to different values is an error.", kafka="synonym of node.id"),
     ConfigDef("process.roles", "list", "broker,controller",
               "Roles of this process; a single node runs both.",
               [one_of("broker", "controller")]),
     ConfigDef("cluster.id", "string", None,
               "Cluster id; generated and stored in meta.properties on first start when unset.",
               nullable=True, kafka="Kafka sets it with kafka-storage format"),
-    ConfigDef("broker.rack", "string", None, "Rack of this broker, reported in metadata.",
-              nullable=True),
+    ConfigDef("broker.rack", "string", None,
+              "Rack of this broker, reported in metadata and registered in ZooKeeper; the "
+              "controller spreads a partition's replicas over racks.", nullable=True),
+    # --- cluster mode (ZooKeeper) ----------------------------------------------------------
+    ConfigDef("zookeeper.connect", "string", None,
+              "ZooKeeper servers host:port[,host:port...] with an optional chroot path "
+              "(zk1:2181,zk2:2181/moldau; created when missing). Setting it makes this node "
+              "a broker of a cluster coordinated by ZooKeeper; unset, it is a single node.",
+              [check_connect], nullable=True),
+    ConfigDef("zookeeper.session.timeout.ms", "int", 18000,
+              "ZooKeeper session timeout: a broker that cannot reach ZooKeeper for this long "
+              "loses its registration and stops leading partitions until it re-registers.",
+              [at_least(1)]),
+    ConfigDef("zookeeper.connection.timeout.ms", "int", None,
+              "How long to wait for a connection to ZooKeeper at start-up before giving up; "
+              "null means zookeeper.session.timeout.ms.", [at_least(1)], nullable=True),
+    ConfigDef("controlled.shutdown.enable", "bool", True,
+              "On SIGTERM, ask the controller to move leadership off this broker "
+              "(ControlledShutdown) before closing (cluster mode)."),
+    ConfigDef("controlled.shutdown.max.retries", "int", 3,
+              "Attempts at a controlled shutdown before the broker closes anyway.",
+              [at_least(0)]),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", "long", 5000,
+              "Wait between controlled shutdown attempts.", [at_least(0)]),
     # --- listeners -------------------------------------------------------------------------
     ConfigDef("listeners", "string", "PLAINTEXT://:9092",
               "Comma-separated NAME://host:port listeners to bind. Empty host binds all "

@@ -19,6 +19,7 @@ from ...protocol import properties
 from .definitions import BROKER_BY_NAME, BROKER_CONFIGS, TOPIC_BY_NAME, TOPIC_CONFIGS
 from .listeners import ListenerConfig, resolve_listener_config
 from .types import ConfigError
+from .zookeeper import ZooKeeperConnect, parse_connect
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ _NOT_CONFIG_ENV = {
     "KAFKA_HEAP_OPTS", "KAFKA_OPTS", "KAFKA_JMX_OPTS", "KAFKA_JMX_PORT", "KAFKA_JMX_HOSTNAME",
     "KAFKA_LOG4J_OPTS", "KAFKA_LOG4J_ROOT_LOGLEVEL", "KAFKA_LOG4J_LOGGERS",
     "KAFKA_JVM_PERFORMANCE_OPTS", "KAFKA_GC_LOG_OPTS", "KAFKA_DEBUG", "KAFKA_VERSION",
-    "KAFKA_HOME", "KAFKA_TOOLS_LOG4J_LOGLEVEL", "KAFKA_ZOOKEEPER_CONNECT",
+    "KAFKA_HOME", "KAFKA_TOOLS_LOG4J_LOGLEVEL",
 }
 
 
@@ -79,6 +80,22 @@ class BrokerConfig:
         if self.values["broker.id"] >= 0:
             return self.values["broker.id"]
         return 1
+
+    @property
+    def cluster_mode(self) -> bool:
+        """Whether this node is a broker of a ZooKeeper cluster (``zookeeper.connect`` set)."""
+        return self.values.get("zookeeper.connect") is not None
+
+    @property
+    def zookeeper(self) -> ZooKeeperConnect:
+        """The parsed ``zookeeper.connect`` (only in cluster mode)."""
+        return parse_connect(self.values["zookeeper.connect"])
+
+    @property
+    def zookeeper_connection_timeout_ms(self) -> int:
+        """``zookeeper.connection.timeout.ms``, or the session timeout when unset (Kafka)."""
+        value = self.values.get("zookeeper.connection.timeout.ms")
+        return value if value is not None else self.values["zookeeper.session.timeout.ms"]
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -159,7 +176,8 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
     ):
         raise ConfigError(
             f"Invalid value {values['broker.id']!r} for configuration broker.id: it differs "
-            f"from node.id ({values['node.id']}); set only node.id"
+            f"from node.id ({values['node.id']}); both name this broker's id (broker.id is "
+            f"ZooKeeper mode's name, KAFKA_BROKER_ID in Docker): set only one of them"
         )
     config.listener_config = resolve_listener_config(
         listeners=values["listeners"],

@@ -28,6 +28,10 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_max_size: int = 2_147_483_647
     consumer_assignors: tuple[str, ...] = field(default=ASSIGNORS)
+    # The single node (no zookeeper.connect) caps offsets.topic.replication.factor at the
+    # brokers alive, so `make run` works with Kafka's default of 3; a cluster refuses to
+    # create __consumer_offsets until that many brokers are alive, as Kafka does.
+    cap_offsets_replication: bool = True
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> GroupConfig:
@@ -55,6 +59,7 @@ class GroupConfig:
             consumer_session_timeout_ms=config["group.consumer.session.timeout.ms"],
             consumer_max_size=config["group.consumer.max.size"],
             consumer_assignors=assignors,
+            cap_offsets_replication=not config.get("zookeeper.connect"),
         )
 
 

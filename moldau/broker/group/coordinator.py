@@ -70,12 +70,15 @@ class GroupCoordinator:
     """Groups and offsets of the ``__consumer_offsets`` partitions this broker leads."""
 
     def __init__(self, config: GroupConfig, offsets_log: OffsetsLog, timer: Timer, *,
-                 node_id: int, image: Callable[[], MetadataImage]) -> None:
+                 node_id: int, image: Callable[[], MetadataImage],
+                 fenced: Callable[[], bool] = lambda: False) -> None:
         self.config = config
         self.log = offsets_log
         self.timer = timer
         self.node_id = node_id
         self.image = image
+        # Whether this broker is fenced (leads nothing, so coordinates nothing).
+        self.fenced = fenced
         self.shards: dict[int, GroupShard] = {}
         self.loading: set[int] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -261,10 +264,11 @@ class GroupCoordinator:
             self.consumer.shutdown_group(group)
 
     def sync_leadership(self) -> None:
-        """Load the partitions this broker now leads, unload the ones it lost."""
+        """Load the partitions this broker now leads, unload the ones it lost (all of them
+        while the broker is fenced)."""
         topic = self.image().topics_by_name.get(OFFSETS_TOPIC)
         led = set()
-        if topic is not None:
+        if topic is not None and not self.fenced():
             led = {p for p, state in topic.partitions.items() if state.leader == self.node_id}
         for partition in sorted(led - set(self.shards) - self.loading):
             self.spawn(self.load(partition))

@@ -62,23 +62,50 @@ def start_group_coordinator(config: BrokerConfig, *, node_id: int, image: Metada
     coordinator (``await coordinator.close()``) when the node stops."""
     coordinator = GroupCoordinator(GroupConfig.from_config(config), offsets_log_for(replicas),
                                    LoopTimer(time_ms), node_id=node_id, image=lambda: image)
+    if replicas is not None:
+        follow_fence(coordinator, replicas)
     coordinator.sync_leadership()
     coordinator.start_expiry()
     return coordinator
 
 
+def follow_fence(coordinator: GroupCoordinator, replicas: ReplicaManager) -> None:
+    """Make ``coordinator`` coordinate nothing while the broker is fenced: every shard is
+    unloaded when the fence is set, and what the broker leads is loaded when it is lifted
+    (metadata changes reach the coordinator through the controller's listeners)."""
+    coordinator.fenced = lambda: replicas.fenced
+    replicas.leadership_listeners.append(coordinator.sync_leadership)
+
+
 async def ensure_offsets_topic(image: MetadataImage, controller: ControllerChannel,
-                               config: GroupConfig) -> ErrorCode:
-    """Create ``__consumer_offsets`` if it does not exist yet."""
+                               config: GroupConfig) -> tuple[ErrorCode, str | None]:
+    """Create ``__consumer_offsets`` if it does not exist yet (through the controller, with
+    ``offsets.topic.num.partitions`` and ``offsets.topic.replication.factor``); the error and
+    message a FindCoordinator gets when it cannot be.
+
+    Kafka (since 0.11, KIP-115) refuses to create it while fewer brokers are alive than
+    ``offsets.topic.replication.factor`` (COORDINATOR_NOT_AVAILABLE, which clients retry: a
+    cluster that is still starting must not get a topic with too few replicas forever). A
+    cluster does the same; the single node caps the factor at the brokers alive (one), so it
+    works with Kafka's default of 3 as it always has."""
     if OFFSETS_TOPIC in image.topics_by_name:
-        return ErrorCode.none
+        return ErrorCode.none, None
     live = len(image.live_brokers())
+    wanted = config.offsets_topic_replication_factor
     if live == 0:
-        return ErrorCode.coordinator_not_available
+        return ErrorCode.coordinator_not_available, "no broker is alive yet"
+    if config.cap_offsets_replication:
+        wanted = min(wanted, live)
+    elif live < wanted:
+        message = (f"{live} brokers are alive, fewer than offsets.topic.replication.factor="
+                   f"{wanted} that {OFFSETS_TOPIC} needs: it is created once enough brokers "
+                   f"have started (or lower offsets.topic.replication.factor)")
+        log.warning("cannot create %s yet: %s", OFFSETS_TOPIC, message)
+        return ErrorCode.coordinator_not_available, message
     spec = TopicSpec(
         OFFSETS_TOPIC,
         num_partitions=config.offsets_topic_num_partitions,
-        replication_factor=min(config.offsets_topic_replication_factor, live),
+        replication_factor=wanted,
         configs={"cleanup.policy": "compact",
                  "segment.bytes": str(config.offsets_topic_segment_bytes),
                  "compression.type": "producer"},
@@ -86,10 +113,12 @@ async def ensure_offsets_topic(image: MetadataImage, controller: ControllerChann
     result = (await controller.create_topics([spec]))[0]
     if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
         log.warning("could not create %s: %s", OFFSETS_TOPIC, result.message)
-        return ErrorCode.coordinator_not_available
-    log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
-             spec.num_partitions, spec.replication_factor)
-    return ErrorCode.none
+        return (ErrorCode.coordinator_not_available,
+                f"creating {OFFSETS_TOPIC} failed: {result.message}")
+    if result.error == ErrorCode.none:
+        log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
+                 spec.num_partitions, spec.replication_factor)
+    return ErrorCode.none, None
 
 
 @dataclass(slots=True)
@@ -120,15 +149,20 @@ async def find_coordinator(broker: BrokerContext, key: str, key_type: int,
         coordinator = coordinator_of(broker)
     except GroupError as exc:
         return CoordinatorAnswer(exc.code, exc.message)
-    error = await ensure_offsets_topic(broker.image, broker.controller, coordinator.config)
+    error, message = await ensure_offsets_topic(broker.image, broker.controller,
+                                                coordinator.config)
     if error:
-        return CoordinatorAnswer(error, "the __consumer_offsets topic is not available")
+        return CoordinatorAnswer(error, message)
     image = broker.image
     topic = image.topics_by_name.get(OFFSETS_TOPIC)
     if topic is None or not topic.partitions:
-        return CoordinatorAnswer(ErrorCode.coordinator_not_available)
+        # Created through another broker's controller and not in this image yet.
+        return CoordinatorAnswer(ErrorCode.coordinator_not_available,
+                                 f"{OFFSETS_TOPIC} is being created")
     state = topic.partitions.get(partition_for(key, len(topic.partitions)))
     live = {b.broker_id: b for b in image.live_brokers()}
+    if broker.replica_manager.fenced:
+        live.pop(broker.node_id, None)  # this broker coordinates nothing while fenced
     if state is None or state.leader not in live:
         return CoordinatorAnswer(ErrorCode.coordinator_not_available,
                                  "the coordinator's __consumer_offsets partition has no leader")

@@ -22,6 +22,10 @@ listeners (the replica manager) apply them to logs at once. ``validate_only`` ch
 changing anything. The same resource twice answers INVALID_REQUEST "Duplicate resource.";
 unknown resource types UNSUPPORTED_VERSION, BROKER_LOGGER and others INVALID_REQUEST.
 
+In a cluster the change is made by the active controller (this broker's, or forwarded to
+it); a request forwarded by another broker that reaches a broker which is not the
+active controller answers NOT_CONTROLLER for every entry, so the sender retries there.
+
 Left out: ACL checks, AlterConfigPolicy, custom (plugin) broker config names, which Kafka
 stores without checking.
 """
@@ -35,12 +39,23 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ..dispatch import RequestContext, handler
+from ..metadata.forwarding import NOT_CONTROLLER_MESSAGE, misdirected
 from ..metadata.records import BROKER_RESOURCE, TOPIC_RESOURCE
 
 BROKER_LOGGER_RESOURCE = 8
 _KNOWN_RESOURCE_TYPES = {TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE, 16, 32}
 
 Apply = Callable[[Any], Awaitable[tuple[ErrorCode, str | None]]]
+
+
+def not_controller_answers(ctx: RequestContext, resources: Any) -> list[dict[str, Any]] | None:
+    """NOT_CONTROLLER for every resource of a forwarded request that reached a broker which
+    is not the active controller; None for any other request."""
+    if not misdirected(ctx.header.client_id, ctx.broker.controller_id, ctx.broker.node_id):
+        return None
+    return [{"error_code": ErrorCode.not_controller, "error_message": NOT_CONTROLLER_MESSAGE,
+             "resource_type": r.resource_type, "resource_name": r.resource_name}
+            for r in resources]
 
 
 async def alter_resources(resources: Any, apply: Apply, *, api: str,
@@ -85,6 +100,7 @@ async def handle_alter_configs(ctx: RequestContext, request: Any) -> Any:
                                               changes, replace=True,
                                               validate_only=request.validate_only)
 
-    answers = await alter_resources(request.resources, apply, api="AlterConfigs",
-                                    handled_types={TOPIC_RESOURCE, BROKER_RESOURCE})
+    answers = not_controller_answers(ctx, request.resources) or await alter_resources(
+        request.resources, apply, api="AlterConfigs",
+        handled_types={TOPIC_RESOURCE, BROKER_RESOURCE})
     return ctx.respond({"throttle_time": 0, "responses": answers})

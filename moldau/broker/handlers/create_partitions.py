@@ -11,6 +11,10 @@ are committed to the metadata log in one batch; a batch over the 8 MiB metadata 
 RECORD_LIST_TOO_LARGE (with ``validate_only`` too), logs that cannot be created (disk full, no
 file descriptor left) KAFKA_STORAGE_ERROR.
 
+In a cluster the change is made by the active controller (this broker's, or forwarded to
+it); a request forwarded by another broker that reaches a broker which is not the
+active controller answers NOT_CONTROLLER for every entry, so the sender retries there.
+
 Left out: ACL checks and controller mutation quotas (throttle time is always 0).
 """
 
@@ -22,11 +26,16 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ..dispatch import RequestContext, handler
+from ..metadata.forwarding import NOT_CONTROLLER_MESSAGE, misdirected
 
 
 @handler(ApiKey.CREATE_PARTITIONS, 0, 3)
 async def handle_create_partitions(ctx: RequestContext, request: Any) -> Any:
     controller = ctx.broker.controller
+    if misdirected(ctx.header.client_id, ctx.broker.controller_id, ctx.broker.node_id):
+        return ctx.respond({"throttle_time": 0, "results": [
+            {"name": t.name, "error_code": ErrorCode.not_controller,
+             "error_message": NOT_CONTROLLER_MESSAGE} for t in request.topics]})
     counts = Counter(t.name for t in request.topics)
     results: list[dict[str, Any]] = []
     for topic in request.topics:

@@ -4,7 +4,9 @@ Moves each partition's log start offset forward to the requested offset (-1 mean
 watermark) and deletes whole segments below it; consumers can no longer read earlier offsets
 (OFFSET_OUT_OF_RANGE). An offset above the high watermark answers OFFSET_OUT_OF_RANGE. The
 answer's low watermark is the new log start offset. With a single replica the change is
-immediate; with followers the low watermark is what the leader reached.
+immediate; with followers the low watermark is what the leader reached. A partition this
+broker does not lead answers NOT_LEADER_OR_FOLLOWER (the admin client asks the leader the
+metadata names), one the metadata does not know UNKNOWN_TOPIC_OR_PARTITION.
 Left out: waiting for followers' log start offsets (there are none yet).
 """
 
@@ -18,16 +20,9 @@ from ..dispatch import RequestContext, handler
 
 
 def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> dict[str, Any]:
-    partition = ctx.broker.replica_manager.get(topic, index)
-    if partition is None:
-        known = ctx.broker.image.topics_by_name.get(topic)
-        error = (ErrorCode.not_leader_or_follower
-                 if known is not None and index in known.partitions
-                 else ErrorCode.unknown_topic_or_partition)
-        return {"partition_index": index, "low_watermark": -1, "error_code": error}
-    if not partition.is_leader:
-        return {"partition_index": index, "low_watermark": -1,
-                "error_code": ErrorCode.not_leader_or_follower}
+    partition = ctx.broker.replica_manager.leader_partition(topic, index)
+    if isinstance(partition, ErrorCode):
+        return {"partition_index": index, "low_watermark": -1, "error_code": partition}
     target = partition.high_watermark if offset == -1 else offset
     if target < 0 or target > partition.high_watermark:
         return {"partition_index": index, "low_watermark": -1,

@@ -14,6 +14,10 @@ renames the logs to ``...-delete`` at once and they are removed from disk after
 expires; if the metadata log cannot be written (disk full) every deletion answers
 KAFKA_STORAGE_ERROR.
 
+In a cluster the change is made by the active controller (this broker's, or forwarded to
+it); a request forwarded by another broker that reaches a broker which is not the
+active controller answers NOT_CONTROLLER for every entry, so the sender retries there.
+
 Left out: ACL checks, controller mutation quotas (throttle time is always 0), and Kafka's
 shuffling of the answer order (refused entries are answered first, then the deletions, each
 in request order).
@@ -28,6 +32,7 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ..dispatch import RequestContext, handler
+from ..metadata.forwarding import NOT_CONTROLLER_MESSAGE, misdirected
 from ..metadata.validation import INTERNAL_TOPICS
 
 _ZERO_UUID = uuid.UUID(int=0)
@@ -52,6 +57,10 @@ async def handle_delete_topics(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
     image = broker.image
     entries = _entries(request, ctx.version)
+    if misdirected(ctx.header.client_id, broker.controller_id, broker.node_id):
+        return ctx.respond({"throttle_time": 0, "responses": [
+            _answer(name, topic_id, ErrorCode.not_controller, NOT_CONTROLLER_MESSAGE)
+            for name, topic_id in entries]})
     if not broker.config["delete.topic.enable"]:
         code = (ErrorCode.topic_deletion_disabled if ctx.version >= 3
                 else ErrorCode.invalid_request)

@@ -2,8 +2,10 @@
 
 Answers the cluster id, the controller id and the brokers with their endpoint for the
 listener the request arrived on (brokers without that listener are left out, exactly as
-Metadata does — the list comes from ``metadata.broker_entries``). Authorized operations are
-"everything" when asked for (no ACLs yet), else Kafka's "not requested" value.
+Metadata does — the list comes from ``metadata.broker_entries``). The controller id is the
+active controller's when it has an endpoint on this listener, else this broker's, which
+forwards admin requests to it (``metadata.reported_controller``, as Metadata). Authorized
+operations are "everything" when asked for (no ACLs yet), else Kafka's "not requested" value.
 
 v1 ``endpoint_type``: 1 (brokers) lists the brokers; 2 (controllers) lists this node, which
 is broker and controller in one process, with its endpoint on the request's listener. Other
@@ -21,7 +23,12 @@ from typing import Any
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
 from ..dispatch import RequestContext, handler
-from .metadata import _CLUSTER_OPERATIONS, _NOT_REQUESTED, broker_entries
+from .metadata import (
+    _CLUSTER_OPERATIONS,
+    _NOT_REQUESTED,
+    broker_entries,
+    reported_controller,
+)
 
 ENDPOINT_BROKERS = 1
 ENDPOINT_CONTROLLERS = 2
@@ -41,6 +48,7 @@ def _fenced_entries(ctx: RequestContext) -> list[dict[str, Any]]:
 @handler(ApiKey.DESCRIBE_CLUSTER, 0, 2)
 def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
     broker = ctx.broker
+    controller_id = reported_controller(broker.image, broker.node_id, ctx.listener)
     endpoint_type = getattr(request, "endpoint_type", ENDPOINT_BROKERS)
     answer: dict[str, Any] = {
         "throttle_time": 0,
@@ -48,7 +56,7 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
         "error_message": None,
         "endpoint_type": endpoint_type,
         "cluster_id": broker.cluster_id,
-        "controller_id": broker.controller_id,
+        "controller_id": controller_id,
         "brokers": [],
         "cluster_authorized_operations": (_CLUSTER_OPERATIONS
                                           if request.include_cluster_authorized_operations
@@ -63,7 +71,7 @@ def handle_describe_cluster(ctx: RequestContext, request: Any) -> Any:
              "rack": b["rack"], "is_fenced": False}
             for b in broker_entries(broker.image, ctx.listener)]
     if endpoint_type == ENDPOINT_CONTROLLERS:
-        answer["brokers"] = [b for b in live if b["broker_id"] == broker.controller_id]
+        answer["brokers"] = [b for b in live if b["broker_id"] == controller_id]
     else:
         answer["brokers"] = live
         if getattr(request, "include_fenced_brokers", False):

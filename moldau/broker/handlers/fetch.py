@@ -9,7 +9,10 @@ an append wakes it or ``max_wait_ms`` passes (long polling; no timer polls).
 read_uncommitted reads up to the high watermark; read_committed up to the last stable offset,
 with the aborted transactions of the range. v13+ names topics by id (UNKNOWN_TOPIC_ID for ids
 we do not know). Leader epochs in the request are checked (FENCED_LEADER_EPOCH /
-UNKNOWN_LEADER_EPOCH).
+UNKNOWN_LEADER_EPOCH). A partition this broker does not lead (another broker does, none does,
+or this broker is fenced) answers NOT_LEADER_OR_FOLLOWER; with it and with FENCED_LEADER_EPOCH,
+v12+ carries the partition's current leader and epoch from the metadata image, and v16 that
+leader's endpoint on the request's listener (KIP-951), so the consumer redirects at once.
 
 Fetch sessions (KIP-227) are not kept: every answer has session id 0, which tells the client
 to send full fetch requests; a request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
@@ -37,11 +40,12 @@ import uuid
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
-from ...protocol.encoders.fetch import FetchPartitionData, encode_fetch_response
+from ...protocol.encoders.fetch import encode_fetch_response
 from ...protocol.entities import to_ms
 from ...protocol.errors import ErrorCode
 from ..dispatch import RawResponse, RequestContext, handler
-from ..replica_manager import FetchTarget, ReplicaManager
+from ..replica_manager import FetchTarget, ReplicaManager, error_entry
+from .metadata import leader_endpoints
 
 # kio reads the all-zero topic id as None; Kafka looks it up like any other id (no topic has
 # it) and answers UNKNOWN_TOPIC_ID, echoing the zero id.
@@ -91,10 +95,21 @@ def _non_replica_error(manager: ReplicaManager, target: FetchTarget) -> ErrorCod
 
 def _answer_non_replica(ctx: RequestContext, request: Any) -> RawResponse:
     manager = ctx.broker.replica_manager
-    topics = [(key, [FetchPartitionData(t.partition, _non_replica_error(manager, t))
+    topics = [(key, [error_entry(t.partition, _non_replica_error(manager, t))
                      for t in targets])
               for key, targets in _targets(ctx, request)]
     return RawResponse(encode_fetch_response(ctx.version, topics))
+
+
+def _respond(ctx: RequestContext, topics: list[Any]) -> RawResponse:
+    """The answer; v16 adds the endpoints of the leaders the partitions' hints name."""
+    nodes: list[Any] = []
+    if ctx.version >= 16:
+        leaders = [p.current_leader[0] for _, partitions in topics for p in partitions
+                   if p.current_leader is not None]
+        if leaders:
+            nodes = leader_endpoints(ctx.broker.image, leaders, ctx.listener)
+    return RawResponse(encode_fetch_response(ctx.version, topics, node_endpoints=nodes))
 
 
 @handler(ApiKey.FETCH, 4, 16)
@@ -112,7 +127,7 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     read = manager.read_for_fetch(plan, max_bytes, committed)
     max_wait_ms = to_ms(request.max_wait)
     if read.total_bytes >= request.min_bytes or max_wait_ms <= 0 or read.has_error:
-        return RawResponse(encode_fetch_response(version, read.topics))
+        return _respond(ctx, read.topics)
     # Registered now, not when the long poll's task first runs: an append in between
     # (another connection's produce in the same loop turn) must wake it.
     keys = [(t.topic, t.partition) for _, targets in plan for t in targets]
@@ -131,5 +146,5 @@ async def _long_poll(ctx: RequestContext, plan: list[Any], keys: list[Any], wait
         woke = await purgatory.wait_on(keys, waiter, deadline - time.monotonic())
         read = manager.read_for_fetch(plan, max_bytes, committed)
         if not woke or read.total_bytes >= min_bytes or read.has_error:
-            return RawResponse(encode_fetch_response(ctx.version, read.topics))
+            return _respond(ctx, read.topics)
         waiter = purgatory.watch(keys)  # in the same step as the read, for the same reason

@@ -19,6 +19,10 @@ unknown operation INVALID_REQUEST. A resource is changed entirely or not at all.
 ``validate_only`` checks without changing anything. The same resource twice answers
 INVALID_REQUEST "Duplicate resource.".
 
+In a cluster the change is made by the active controller (this broker's, or forwarded to
+it); a request forwarded by another broker that reaches a broker which is not the
+active controller answers NOT_CONTROLLER for every entry, so the sender retries there.
+
 Left out: ACL checks, AlterConfigPolicy, custom (plugin) broker config names.
 """
 
@@ -32,7 +36,7 @@ from ...protocol.errors import ErrorCode
 from ..dispatch import RequestContext, handler
 from ..metadata.records import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..metadata.validation import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT
-from .alter_configs import BROKER_LOGGER_RESOURCE, alter_resources
+from .alter_configs import BROKER_LOGGER_RESOURCE, alter_resources, not_controller_answers
 
 _LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
            "WARN": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL,
@@ -94,7 +98,7 @@ async def handle_incremental_alter_configs(ctx: RequestContext, request: Any) ->
             resource.resource_type, resource.resource_name, ops,
             validate_only=request.validate_only)
 
-    answers = await alter_resources(
+    answers = not_controller_answers(ctx, request.resources) or await alter_resources(
         request.resources, apply, api="IncrementalAlterConfigs",
         handled_types={TOPIC_RESOURCE, BROKER_RESOURCE, BROKER_LOGGER_RESOURCE})
     return ctx.respond({"throttle_time": 0, "responses": answers})

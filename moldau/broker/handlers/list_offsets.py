@@ -6,7 +6,9 @@ stable offset for read_committed), -3 the offset of the record with the largest 
 upload (no tiered storage: answered as -1). Any other timestamp finds the first offset whose
 record timestamp is at or after it, below the high watermark; none -> offset -1.
 Leader epochs are checked (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH); answers carry the
-leader epoch of the returned offset (v4+).
+leader epoch of the returned offset (v4+). A partition this broker does not lead answers
+NOT_LEADER_OR_FOLLOWER, one the metadata does not know UNKNOWN_TOPIC_OR_PARTITION, one whose
+log is offline here KAFKA_STORAGE_ERROR (``ReplicaManager.leader_partition``).
 Left out: follower (replica id >= 0) semantics beyond reading to the log end.
 """
 
@@ -23,20 +25,12 @@ EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD = -2, -
 
 def _answer(ctx: RequestContext, topic: str, partition_index: int, timestamp: int,
             leader_epoch: int, committed: bool) -> dict[str, Any]:
-    partition = ctx.broker.replica_manager.get(topic, partition_index)
+    partition = ctx.broker.replica_manager.leader_partition(topic, partition_index,
+                                                            leader_epoch)
     base = {"partition_index": partition_index, "timestamp": -1, "offset": -1,
             "leader_epoch": -1}
-    if partition is None:
-        known = ctx.broker.image.topics_by_name.get(topic)
-        error = (ErrorCode.not_leader_or_follower
-                 if known is not None and partition_index in known.partitions
-                 else ErrorCode.unknown_topic_or_partition)
-        return {**base, "error_code": error}
-    error = partition.check_leader_epoch(leader_epoch)
-    if error == ErrorCode.none and not partition.is_leader:
-        error = ErrorCode.not_leader_or_follower
-    if error != ErrorCode.none:
-        return {**base, "error_code": error}
+    if isinstance(partition, ErrorCode):
+        return {**base, "error_code": partition}
     log = partition.log
     limit = partition.last_stable_offset if committed else partition.high_watermark
     if timestamp == LATEST:

@@ -14,9 +14,13 @@ the client notices); acks=1 answers after the leader's append;
 acks=all waits until the ISR has the batch, subject to ``min.insync.replicas``
 (NOT_ENOUGH_REPLICAS otherwise). Internal topics cannot be written by clients.
 
-Left out: Produce v11+ (KIP-951 leader hints and v12/13 transaction verification and topic
-ids); recompression when a topic's ``compression.type`` differs from the batch's codec is done
-by the partition layer.
+A partition this broker does not lead answers NOT_LEADER_OR_FOLLOWER (UNKNOWN_TOPIC_OR_PARTITION
+when the metadata does not know it); from v10 the answer carries Kafka's KIP-951 hint, the
+partition's current leader and epoch from the metadata image plus that leader's endpoint on
+the request's listener, so the client redirects without a Metadata round trip.
+
+Left out: Produce v11+ (v12/13 transaction verification and topic ids); recompression when a
+topic's ``compression.type`` differs from the batch's codec is done by the partition layer.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ from ...protocol.encoders.produce import PartitionProduceResult, encode_produce_
 from ...protocol.errors import ErrorCode
 from ...protocol.produce_request import ProduceRequestData, decode_produce_request
 from ..dispatch import RawResponse, RequestContext, handler
+from .metadata import leader_endpoints
+
+# KIP-951: the version from which a NOT_LEADER_OR_FOLLOWER answer carries the current leader.
+_HINTS_VERSION = 10
 
 
 # The body is read by a hand-written decoder (record sets stay slices of the frame), not kio.
@@ -61,7 +69,24 @@ def handle_produce(ctx: RequestContext, request: ProduceRequestData) -> Any:
         return None
     if pending:
         return _await_replication(ctx, results, pending, request.timeout_ms)
-    return RawResponse(encode_produce_response(ctx.version, results))
+    return _encode(ctx, results)
+
+
+def _encode(ctx: RequestContext, results: list[tuple[str, list[PartitionProduceResult]]]
+            ) -> RawResponse:
+    """The answer, with leader hints for NOT_LEADER_OR_FOLLOWER partitions (v10+)."""
+    if ctx.version < _HINTS_VERSION:
+        return RawResponse(encode_produce_response(ctx.version, results))
+    manager = ctx.broker.replica_manager
+    leaders = []
+    for name, partitions in results:
+        for position, result in enumerate(partitions):
+            if result.error_code == ErrorCode.not_leader_or_follower:
+                hint = manager.current_leader(name, result.index)
+                partitions[position] = result._replace(current_leader=hint)
+                leaders.append(hint[0])
+    nodes = leader_endpoints(ctx.broker.image, leaders, ctx.listener) if leaders else []
+    return RawResponse(encode_produce_response(ctx.version, results, node_endpoints=nodes))
 
 
 async def _await_replication(ctx: RequestContext, results: list[Any], pending: list[Any],
@@ -71,4 +96,4 @@ async def _await_replication(ctx: RequestContext, results: list[Any], pending: l
         error = await manager.wait_for_isr(topic, index, outcome.wait_for_offset, timeout_ms)
         if error != ErrorCode.none:
             partitions[position] = outcome.failed(index, error)
-    return RawResponse(encode_produce_response(ctx.version, results))
+    return _encode(ctx, results)

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ..config.definitions import TOPIC_BY_NAME
 from ..config.kafka_dynamic import BROKER_DEFINITIONS
+from .assignment import AssignmentError, assign_replicas
 from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
 from .configs import validate_broker_changes
 from .image import MetadataImage
@@ -150,17 +150,34 @@ class Controller:
             for step in reversed(undo):
                 step()
             raise
-        first = offset - len(records) + 1
-        for i, record in enumerate(records):
-            self.image.replay(record, first + i)
-        for listener in self.listeners:
-            try:
-                listener(self.image, records)
-            except Exception:
-                # The change is committed; a listener that fails (e.g. a disk error while a
-                # replica applies it) must not turn it into an error for the client.
-                log.exception("a metadata listener failed on %d committed records",
-                              len(records))
+        replay_and_notify(self.image, records, self.listeners, offset - len(records) + 1)
+
+    async def commit_with(self, plan: Callable[[MetadataImage], Sequence[MetadataRecord]]
+                          ) -> Sequence[MetadataRecord]:
+        """:meth:`commit` the records ``plan(image)`` returns, planned after every operation
+        started before (so against the image they left); the records committed."""
+
+        async def run() -> Sequence[MetadataRecord]:
+            records = list(plan(self.image))
+            await self._commit(records)
+            return records
+
+        return await self._one_at_a_time(run)
+
+    async def follow(self, change: Callable[[MetadataImage], Sequence[MetadataRecord] | None]
+                     ) -> Sequence[MetadataRecord] | None:
+        """Replay records that are already durable elsewhere — what a ZooKeeper watch showed
+        another controller wrote — and tell listeners, exactly as a commit does, without
+        writing them. ``change(image)`` runs after every operation started before, so it
+        diffs against the image they left; it returns the records (or None: nothing to do)."""
+
+        async def run() -> Sequence[MetadataRecord] | None:
+            records = change(self.image)
+            if records:
+                replay_and_notify(self.image, records, self.listeners)
+            return records
+
+        return await self._one_at_a_time(run)
 
     def _check_size(self, records: Sequence[MetadataRecord], what: str = "this change"
                     ) -> None:
@@ -193,13 +210,13 @@ class Controller:
             return ErrorCode.none, None
         return await self._try_commit(records) or (ErrorCode.none, None)
 
-    def _assign_replicas(self, partitions: Iterable[int], factor: int) -> dict[int, list[int]]:
-        brokers = [b.broker_id for b in self.image.live_brokers()]
-        start = random.randrange(len(brokers)) if brokers else 0
-        result = {}
-        for p in partitions:
-            result[p] = [brokers[(start + p + r) % len(brokers)] for r in range(factor)]
-        return result
+    def _assign_replicas(self, partitions: range, factor: int,
+                         fixed_start_index: int = -1) -> dict[int, list[int]]:
+        """Kafka's assignment (:mod:`.assignment`) over the live brokers, with their racks."""
+        brokers = [(b.broker_id, b.rack) for b in self.image.live_brokers()]
+        return assign_replicas(brokers, len(partitions), factor,
+                               fixed_start_index=fixed_start_index,
+                               start_partition_id=partitions.start)
 
     # --- topics ------------------------------------------------------------------------
     async def create_topics(
@@ -232,7 +249,11 @@ class Controller:
                            f"more with CreatePartitions")
             records: list[MetadataRecord] = []
             if problem is None:
-                records = self._topic_records(spec, uuid.uuid4(), num_partitions, factor)
+                try:
+                    records = self._topic_records(spec, uuid.uuid4(), num_partitions, factor)
+                except AssignmentError as exc:
+                    problem = exc.code, exc.message
+            if problem is None:
                 size = batch_size(records)
                 if size > self.max_batch_bytes:
                     problem = (ErrorCode.record_list_too_large,
@@ -375,7 +396,14 @@ class Controller:
             problem = validate_replication_factor(factor, len(self.image.live_brokers()))
             if problem is not None:
                 return problem
-            plan = self._assign_replicas(new, factor)
+            # Kafka continues the leaders' walk from partition 0's leader.
+            live = [b.broker_id for b in self.image.live_brokers()]
+            first = topic.partitions[0].replicas[0] if 0 in topic.partitions else -1
+            start = max(0, next((i for i, b in enumerate(live) if b >= first), 0))
+            try:
+                plan = self._assign_replicas(new, factor, start)
+            except AssignmentError as exc:
+                return exc.code, exc.message
         records: list[MetadataRecord] = [
             PartitionRecord(topic.topic_id, p, list(plan[p]), list(plan[p]), plan[p][0])
             for p in new]
@@ -483,6 +511,23 @@ class Controller:
             return range(start, start + count)
 
         return await self._one_at_a_time(allocate)
+
+
+def replay_and_notify(image: MetadataImage, records: Sequence[MetadataRecord],
+                      listeners: Sequence[Listener], first_offset: int | None = None) -> None:
+    """Replay ``records`` into ``image`` (offsets from ``first_offset``, else following the
+    image's) and tell every listener: the one path by which committed metadata reaches a
+    broker, whether its own controller wrote it or a ZooKeeper watch showed it."""
+    first = image.offset + 1 if first_offset is None else first_offset
+    for i, record in enumerate(records):
+        image.replay(record, first + i)
+    for listener in listeners:
+        try:
+            listener(image, records)
+        except Exception:
+            # The change is committed; a listener that fails (e.g. a disk error while a
+            # replica applies it) must not turn it into an error for the client.
+            log.exception("a metadata listener failed on %d committed records", len(records))
 
 
 def _log_unread_failure(task: asyncio.Task[Any]) -> None:

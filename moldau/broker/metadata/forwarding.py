@@ -31,8 +31,8 @@ the controller sees the broker, not the client, as the sender (client id
 A forwarded request is never to be forwarded again: a broker that gets one (recognised by its
 client id, :func:`forwarded_by`) while it is not the active controller answers NOT_CONTROLLER
 instead, so two brokers that briefly disagree about the controller cannot bounce a request
-between them. (The admin handlers make that check once brokers form a cluster; a single node is
-always its own controller and never builds this channel.)
+between them (the admin handlers ask :func:`misdirected`; a single node is always its own
+controller, so the check never fires there).
 
 This side takes NOT_CONTROLLER, like a lost or refused connection, as "the controller moved":
 it drops the connection, waits ``retry_backoff_ms`` (or less, if the image names another
@@ -80,6 +80,18 @@ def forwarded_by(client_id: str | None) -> int | None:
         return None
     middle = client_id[len(FORWARDED_CLIENT_ID_PREFIX):-len(_FORWARDED_SUFFIX)]
     return int(middle) if middle.isdigit() else None
+
+
+def misdirected(client_id: str | None, controller_id: int, node_id: int) -> bool:
+    """Whether a request is a forwarded one (by its client id) that reached a broker which
+    is not the active controller: it must be answered NOT_CONTROLLER, never forwarded again
+    (two brokers that briefly disagree about the controller would bounce it between them)."""
+    return controller_id != node_id and forwarded_by(client_id) is not None
+
+
+NOT_CONTROLLER_MESSAGE = ("This broker is not the active controller; the request was "
+                          "forwarded to it by another broker, which will retry once its "
+                          "metadata names the new one.")
 
 
 @dataclass(frozen=True)

@@ -76,8 +76,8 @@ def validate_replication_factor(factor: int, live_brokers: int) -> Problem:
     if factor > live_brokers:
         return (
             ErrorCode.invalid_replication_factor,
-            f"Replication factor {factor} is larger than the number of available brokers "
-            f"({live_brokers})",
+            # Kafka's text (AdminUtils.assignReplicasToBrokers), which tools match on
+            f"Replication factor: {factor} larger than available brokers: {live_brokers}.",
         )
     return None
 

@@ -20,7 +20,9 @@ Watches are ZooKeeper's one-shot watches (kazoo 2.11 has no persistent watches):
 ``WatchedEvent`` that fired; read again (with a new watch) to see the change and keep watching,
 as Kafka's controller does. When the session expires kazoo fires every pending watch with an
 event of type ``NONE`` (state ``EXPIRED_SESSION``): ephemeral znodes (the broker's registration,
-``/controller``) are gone and everything must be re-read and re-created.
+``/controller``) are gone and everything must be re-read and re-created. Unlike ZooKeeper's
+Java client, kazoo does the same (state ``CONNECTING``) when only the connection drops, and
+forgets its watches: after a reconnect, re-read (and so re-watch) whatever was watched.
 
 While the connection is down kazoo holds new requests until it reconnects: an awaited
 operation neither fails nor times out by itself (with no quorum, forever). Bound waits with
@@ -210,9 +212,15 @@ class AsyncZooKeeper:
 
     # -- operations --------------------------------------------------------------------------
 
-    async def get(self, path: str) -> tuple[bytes, ZnodeStat]:
-        """Data and stat of ``path``; ``NoNodeError`` if it does not exist."""
-        data, stat = await self._future(self.client.get_async(path))
+    async def get(self, path: str, *, watcher: Callable[..., None] | None = None
+                  ) -> tuple[bytes, ZnodeStat]:
+        """Data and stat of ``path``; ``NoNodeError`` if it does not exist.
+
+        ``watcher`` (here, in :meth:`exists` and :meth:`get_children`) is a callback made with
+        :meth:`on_loop`, called once with the ``WatchedEvent``. kazoo keeps one watch per
+        path and callback, so a reader that passes the same wrapper on every read (as
+        :mod:`.sync` does) sets each watch once however often it re-reads."""
+        data, stat = await self._future(self.client.get_async(path, watch=watcher))
         return data or b"", stat
 
     async def get_watched(self, path: str) -> tuple[bytes, ZnodeStat,
@@ -224,8 +232,9 @@ class AsyncZooKeeper:
         assert fired is not None
         return data or b"", stat, fired
 
-    async def exists(self, path: str) -> ZnodeStat | None:
-        return await self._future(self.client.exists_async(path))
+    async def exists(self, path: str, *, watcher: Callable[..., None] | None = None
+                     ) -> ZnodeStat | None:
+        return await self._future(self.client.exists_async(path, watch=watcher))
 
     async def exists_watched(self, path: str) -> tuple[ZnodeStat | None,
                                                        asyncio.Future[WatchedEvent]]:
@@ -236,8 +245,9 @@ class AsyncZooKeeper:
         assert fired is not None
         return stat, fired
 
-    async def get_children(self, path: str) -> list[str]:
-        return list(await self._future(self.client.get_children_async(path)))
+    async def get_children(self, path: str, *, watcher: Callable[..., None] | None = None
+                           ) -> list[str]:
+        return list(await self._future(self.client.get_children_async(path, watch=watcher)))
 
     async def get_children_watched(self, path: str) -> tuple[list[str],
                                                              asyncio.Future[WatchedEvent]]:

@@ -2,6 +2,9 @@
 
 Returns a list of chunks: record blobs (bytes or memoryviews read from segment files) are
 passed through as their own chunks and written with ``writelines``.
+
+v12+ partitions may carry ``current_leader`` (leader id, leader epoch) and v16 the top-level
+``node_endpoints`` of the leaders named (KIP-951), both tagged fields written only when set.
 """
 
 from __future__ import annotations
@@ -11,7 +14,15 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from .primitives import EMPTY_TAGS, INT32, array_len, bytes_len, string
+from .primitives import (
+    EMPTY_TAGS,
+    INT32,
+    array_len,
+    bytes_len,
+    leader_tags,
+    node_endpoints_tags,
+    string,
+)
 
 _HEAD_V7 = struct.Struct(">ihi")  # throttle, error, session id
 _PARTITION = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
@@ -28,6 +39,8 @@ class FetchPartitionData(NamedTuple):
     aborted_transactions: Sequence[tuple[int, int]] | None = None
     preferred_read_replica: int = -1
     records: bytes | memoryview | None = None
+    # Where the partition's leader is now, (leader id, leader epoch): tagged, v12+.
+    current_leader: tuple[int, int] | None = None
 
 
 def encode_fetch_response(
@@ -37,7 +50,10 @@ def encode_fetch_response(
     error_code: int = 0,
     session_id: int = 0,
     throttle_ms: int = 0,
+    node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
 ) -> list[bytes | memoryview]:
+    """The response body as chunks; ``node_endpoints`` (v16) are (node id, host, port, rack)
+    of the leaders the partitions' ``current_leader`` hints name."""
     flexible = version >= 12
     chunks: list[bytes | memoryview] = []
     head = bytearray()
@@ -75,10 +91,12 @@ def encode_fetch_response(
                 chunks.append(records)
                 head = bytearray()
             if flexible:
-                head += EMPTY_TAGS
+                head += leader_tags(1, p.current_leader)
         if flexible:
             head += EMPTY_TAGS
-    if flexible:
+    if version >= 16:
+        head += node_endpoints_tags(0, node_endpoints)
+    elif flexible:
         head += EMPTY_TAGS
     chunks.append(bytes(head))
     return chunks

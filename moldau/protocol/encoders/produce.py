@@ -1,5 +1,9 @@
 """ProduceResponse encoder, versions 3-11 (byte-identical to kio's writer).
 
+v10+ carries KIP-951 leader hints: a partition's ``current_leader`` (leader id, leader epoch)
+and the top-level ``node_endpoints`` of the leaders named, both tagged fields written only when
+set.
+
 Error messages are bounded by :func:`~moldau.protocol.errors.error_message`, as the kio-built
 responses' are.
 """
@@ -11,7 +15,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from ..errors import error_message
-from .primitives import EMPTY_TAGS, INT32, array_len, string
+from .primitives import EMPTY_TAGS, INT32, array_len, leader_tags, node_endpoints_tags, string
 
 _PARTITION_V3 = struct.Struct(">ihqq")  # index, error, base offset, log append time
 _INT64 = struct.Struct(">q")
@@ -25,6 +29,8 @@ class PartitionProduceResult(NamedTuple):
     log_start_offset: int = -1
     error_message: str | None = None
     record_errors: Sequence[tuple[int, str | None]] = ()
+    # KIP-951 (v10+): where the partition's leader is now, (leader id, leader epoch).
+    current_leader: tuple[int, int] | None = None
 
 
 def _partition_layout(version: int) -> tuple[struct.Struct, bytes]:
@@ -71,10 +77,16 @@ def encode_produce_response(
     version: int,
     topics: Sequence[tuple[str, Sequence[PartitionProduceResult]]],
     throttle_ms: int = 0,
+    node_endpoints: Sequence[tuple[int, str, int, str | None]] = (),
 ) -> bytes:
-    if len(topics) == 1 and len(topics[0][1]) == 1 and version in _LAYOUTS:
+    """The response body; ``node_endpoints`` (v10+) are (node id, host, port, rack) of the
+    leaders the partitions' ``current_leader`` hints name."""
+    hints = version >= 10
+    if len(topics) == 1 and len(topics[0][1]) == 1 and version in _LAYOUTS and not (
+            hints and node_endpoints):
         p = topics[0][1][0]
-        if p.error_message is None and not p.record_errors:
+        if p.error_message is None and not p.record_errors and (
+                not hints or p.current_leader is None):
             return _single(version, topics[0][0], p, throttle_ms)
     flexible = version >= 9
     out = [array_len(len(topics), flexible)]
@@ -94,11 +106,15 @@ def encode_produce_response(
                     if flexible:
                         out.append(EMPTY_TAGS)
                 out.append(string(error_message(p.error_message), flexible))
-            if flexible:
+            if hints:
+                out.append(leader_tags(0, p.current_leader))
+            elif flexible:
                 out.append(EMPTY_TAGS)
         if flexible:
             out.append(EMPTY_TAGS)
     out.append(INT32.pack(throttle_ms))
-    if flexible:
+    if hints:
+        out.append(node_endpoints_tags(0, node_endpoints))
+    elif flexible:
         out.append(EMPTY_TAGS)
     return b"".join(out)

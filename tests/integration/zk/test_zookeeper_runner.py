@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from moldau.testing import zookeeper as zkmod
+from moldau.devtools import zookeeper as zkmod
 from moldau.testing.zookeeper import ZooKeeperEnsemble, ZooKeeperUnavailable, four_letter_word
 
 

@@ -144,3 +144,44 @@ def test_the_controller_id_comes_from_the_image() -> None:
     assert (image.controller_id, image.controller_epoch) == (3, 7)
     image.replay(ControllerChangeRecord(-1, 8))  # no controller while an election runs
     assert image.controller_id == -1 and image.offset == -1  # not a record of the log
+
+
+def test_records_from_another_store_follow_the_serial_order_and_the_same_listeners() -> None:
+    """Controller.follow (what a ZooKeeper watch showed) waits for the operation in flight,
+    diffs against the image it left, replays and tells the same listeners as a commit, with
+    offsets that keep advancing; commit_with plans inside the serial order too."""
+
+    async def scenario() -> None:
+        controller, store = await _controller()
+        seen: list[tuple[str, int]] = []
+        controller.listeners.append(
+            lambda image, records: seen.extend((r.TYPE, image.offset) for r in records))
+        store.gate.clear()
+        create = asyncio.ensure_future(controller.create_topics([TopicSpec("a")]))
+        await _until(lambda: store.waiting == 1)
+        planned_against: list[set[str]] = []
+
+        def change(image: MetadataImage) -> list[MetadataRecord]:
+            planned_against.append(set(image.topics_by_name))
+            return [ControllerChangeRecord(2, 5)]
+
+        follow = asyncio.ensure_future(controller.follow(change))
+        nothing = asyncio.ensure_future(controller.follow(lambda image: None))
+        planned = asyncio.ensure_future(controller.commit_with(
+            lambda image: [ControllerChangeRecord(3, 6)] if image.controller_id == 2 else []))
+        await asyncio.sleep(0.01)
+        assert planned_against == []  # waits for the commit in flight
+        store.gate.set()
+        [result] = await create
+        assert result.error == ErrorCode.none
+        assert await follow == [ControllerChangeRecord(2, 5)]
+        assert await nothing is None
+        assert await planned == [ControllerChangeRecord(3, 6)]
+        assert planned_against == [{"a"}]
+        assert [t for t, _ in seen] == ["TopicRecord", "PartitionRecord", "PartitionRecord",
+                                        "ControllerChangeRecord", "ControllerChangeRecord"]
+        offsets = [o for _, o in seen]
+        assert offsets == sorted(offsets) and offsets[3] == offsets[2] + 1
+        assert (controller.image.controller_id, controller.image.controller_epoch) == (3, 6)
+
+    asyncio.run(scenario())

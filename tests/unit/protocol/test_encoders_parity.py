@@ -87,3 +87,63 @@ def test_single_partition_fast_path_matches_kio(version: int, partition: Partiti
              "log_start_offset": partition.log_start_offset, "error_message": None,
              "record_errors": []}]}], "throttle_time": throttle}
         assert ours == encode_body(build(response_schema(0, version), data))
+
+
+NODES = [(2, "b2.example", 9093, None), (3, "b3", 9094, "rack-c")]
+
+
+@pytest.mark.parametrize("version", range(3, 12))
+def test_produce_leader_hints_match_kio(version: int) -> None:
+    """KIP-951: a partition's current leader and the leaders' endpoints (v10+; older
+    versions have no such fields and write nothing)."""
+    for partitions, nodes in (
+        ([PartitionProduceResult(0, 6, current_leader=(2, 7))], NODES[:1]),
+        ([PartitionProduceResult(0, 6, current_leader=(2, 7)),
+          PartitionProduceResult(1, 0, 5, -1, 0),
+          PartitionProduceResult(2, 6, current_leader=(-1, -1))], NODES),
+        ([PartitionProduceResult(0, 6, current_leader=(3, 1))], []),
+    ):
+        ours = encode_produce_response(version, [("t", partitions)], node_endpoints=nodes)
+        data: dict[str, object] = {"responses": [{"name": "t", "partition_responses": [
+            {"index": p.index, "error_code": p.error_code, "base_offset": p.base_offset,
+             "log_append_time": p.log_append_time_ms, "log_start_offset": p.log_start_offset,
+             "error_message": None, "record_errors": [],
+             **({"current_leader": {"leader_id": p.current_leader[0],
+                                    "leader_epoch": p.current_leader[1]}}
+                if p.current_leader and version >= 10 else {})}
+            for p in partitions]}], "throttle_time": 0}
+        if version >= 10:
+            data["node_endpoints"] = [{"node_id": n, "host": h, "port": port, "rack": r}
+                                      for n, h, port, r in nodes]
+        assert ours == encode_body(build(response_schema(0, version), data))
+
+
+@pytest.mark.parametrize("version", range(12, 17))
+def test_fetch_leader_hints_match_kio(version: int) -> None:
+    topic_id = uuid.UUID("12345678-1234-5678-1234-567812345678")
+    partitions = [
+        FetchPartitionData(0, 6, current_leader=(2, 4)),
+        FetchPartitionData(1, 0, 100, 100, 0, None, -1, RECORDS),
+        FetchPartitionData(2, 74, current_leader=(3, 9)),
+    ]
+    topic = topic_id if version >= 13 else "events"
+    ours = b"".join(encode_fetch_response(version, [(topic, partitions)], node_endpoints=NODES))
+    data: dict[str, object] = {
+        "throttle_time": 0, "error_code": 0, "session_id": 0,
+        "responses": [{
+            "topic": "events", "topic_id": topic_id,
+            "partitions": [
+                {"partition_index": p.partition_index, "error_code": p.error_code,
+                 "high_watermark": p.high_watermark, "last_stable_offset": p.last_stable_offset,
+                 "log_start_offset": p.log_start_offset, "aborted_transactions": None,
+                 "preferred_read_replica": -1, "records": p.records,
+                 **({"current_leader": {"leader_id": p.current_leader[0],
+                                        "leader_epoch": p.current_leader[1]}}
+                    if p.current_leader else {})}
+                for p in partitions],
+        }],
+    }
+    if version >= 16:
+        data["node_endpoints"] = [{"node_id": n, "host": h, "port": port, "rack": r}
+                                  for n, h, port, r in NODES]
+    assert ours == b"".join([encode_body(build(response_schema(1, version), data))])

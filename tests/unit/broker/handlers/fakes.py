@@ -22,6 +22,7 @@ from moldau.broker.dispatch import RequestContext, encode_result, load_handlers,
 from moldau.broker.group.config import GroupConfig
 from moldau.broker.group.coordinator import GroupCoordinator
 from moldau.broker.group.offsets_log import MemoryOffsetsLog
+from moldau.broker.group.service import follow_fence
 from moldau.broker.group.timer import ManualTimer
 from moldau.broker.metadata.controller import Controller
 from moldau.broker.metadata.image import MetadataImage
@@ -125,6 +126,7 @@ async def fake_node(tmp_path: Path, *, node_id: int = 1,
         coordinator = GroupCoordinator(GroupConfig.from_config(config), MemoryOffsetsLog(),
                                        timer, node_id=node_id, image=lambda: image)
         follow_metadata(controller, groups=coordinator)
+        follow_fence(coordinator, replicas)
     return FakeNode(config, image, controller, replicas, coordinator,
                     ProducerIdManager(node_id, controller), timer, manager)
 
@@ -165,13 +167,14 @@ class Started:
 
 
 def start(node: Any, api_key: int, version: int, body: Mapping[str, Any], *,
-          listener: str = "PLAINTEXT", connection: Any = None) -> Started:
+          listener: str = "PLAINTEXT", connection: Any = None,
+          client_id: str = "unit-test") -> Started:
     """Hand one request to the node's handler, through the path a connection uses."""
     load_handlers()
     schema = request_schema(api_key, version)
     assert schema is not None, (api_key, version)
     entity = build(schema, body, strict=True)  # a field left out (or misnamed) raises
-    frame = encode_request(api_key, version, CORRELATION_ID, "unit-test", entity)
+    frame = encode_request(api_key, version, CORRELATION_ID, client_id, entity)
     header, spec, request = parse_frame(frame[4:])
     assert spec is not None
     ctx = RequestContext(header, listener, "127.0.0.1", 40000, node,
@@ -180,8 +183,9 @@ def start(node: Any, api_key: int, version: int, body: Mapping[str, Any], *,
 
 
 async def call(node: Any, api_key: int, version: int, body: Mapping[str, Any], *,
-               listener: str = "PLAINTEXT", connection: Any = None) -> Any:
+               listener: str = "PLAINTEXT", connection: Any = None,
+               client_id: str = "unit-test") -> Any:
     """Send one request to the node's handler and return the answer as plain data (None when
     the handler sends none)."""
     return await start(node, api_key, version, body, listener=listener,
-                       connection=connection).answer()
+                       connection=connection, client_id=client_id).answer()

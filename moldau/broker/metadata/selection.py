@@ -1,0 +1,72 @@
+"""The controller channel of a cluster broker: the local controller while this broker is the
+active one, the forwarding channel to the active controller otherwise.
+
+:class:`ActiveControllerChannel` decides per change, from the image
+(``MetadataImage.controller_id``, which follows ``/controller``), so it switches the moment
+the image names another controller: no handler holds on to a stale choice. A change already
+sent to a controller that then loses its place is answered NOT_CONTROLLER by it and sent
+again by the forwarding channel to the one the image names next.
+
+A single node never builds this: its handlers get the local controller itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from .channel import PRODUCER_ID_BLOCK, ControllerChannel, Outcome, TopicResult, TopicSpec
+from .forwarding import ForwardingControllerChannel
+from .image import MetadataImage
+
+
+class ActiveControllerChannel:
+    """A :class:`~.channel.ControllerChannel` that follows the active controller."""
+
+    def __init__(self, *, node_id: int, image: MetadataImage, local: ControllerChannel,
+                 remote: ForwardingControllerChannel) -> None:
+        self.node_id = node_id
+        self.image = image
+        self.local = local
+        self.remote = remote
+
+    @property
+    def is_active(self) -> bool:
+        """Whether the image names this broker the active controller."""
+        return self.image.controller_id == self.node_id
+
+    def current(self) -> ControllerChannel:
+        """Where a change asked for now goes."""
+        return self.local if self.is_active else self.remote
+
+    async def create_topics(self, specs: Sequence[TopicSpec], *,
+                            validate_only: bool = False) -> list[TopicResult]:
+        return await self.current().create_topics(specs, validate_only=validate_only)
+
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, Outcome]:
+        return await self.current().delete_topics(names)
+
+    async def create_partitions(self, name: str, total: int,
+                                assignments: list[list[int]] | None, *,
+                                validate_only: bool = False) -> Outcome:
+        return await self.current().create_partitions(name, total, assignments,
+                                                      validate_only=validate_only)
+
+    async def alter_configs(self, resource_type: int, name: str,
+                            changes: Mapping[str, str | None], *, replace: bool = False,
+                            validate_only: bool = False) -> Outcome:
+        return await self.current().alter_configs(resource_type, name, changes,
+                                                  replace=replace, validate_only=validate_only)
+
+    async def incremental_alter_configs(self, resource_type: int, name: str,
+                                        ops: Sequence[tuple[str, int, str | None]], *,
+                                        validate_only: bool = False) -> Outcome:
+        return await self.current().incremental_alter_configs(resource_type, name, ops,
+                                                              validate_only=validate_only)
+
+    async def allocate_producer_ids(self, broker_id: int,
+                                    count: int = PRODUCER_ID_BLOCK) -> range:
+        return await self.current().allocate_producer_ids(broker_id, count)
+
+    def close(self) -> None:
+        """Close the connection to a remote controller, if one is open."""
+        self.remote.close()
