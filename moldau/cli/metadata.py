@@ -326,6 +326,8 @@ def main(args: argparse.Namespace) -> int:
             meta, args.topic, address_map, cluster=args.cluster, zk=zk)
         sys.stdout.write(out)
         sys.stdout.flush()
+        if zk is not None and zk.error:
+            raise CliError(f"--zookeeper: {zk.error}")
         return 1 if args.topic and any(t[1] for t in meta["topics"]) else 0
 
     return run(go, "moldau metadata")

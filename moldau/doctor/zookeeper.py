@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from typing import Any
 
 from .model import ListenerEntry, Registration, ZkView
@@ -67,6 +68,8 @@ def read_zookeeper(connect: str, timeout_s: float = 5.0) -> ZkView:
     client = KazooClient(hosts=connect, timeout=timeout_s, read_only=True,
                          connection_retry={"max_tries": 1, "delay": 0.2})
     try:
+        # kazoo warns about a missing chroot; the error below says it in the tool's words
+        warnings.filterwarnings("ignore", "No chroot path exists", UserWarning)
         try:
             client.start(timeout=timeout_s)
         except KazooTimeoutError:

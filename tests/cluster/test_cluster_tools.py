@@ -174,6 +174,7 @@ def test_brokers_registered_without_the_bootstrap_listener(
     zk = cluster.zookeeper_connect
     meta = metadata_json(text, "--zookeeper", zk)
     assert [b["id"] for b in meta["brokers"]] == [1]
+    assert meta["controller"] == cluster.controller_id()  # /controller, whatever TEXT says
     assert sorted(b["id"] for b in meta["zookeeper"]["brokers"]) == [1, 2, 3]
     listing = tool("metadata", "-b", text, "--zookeeper", zk).stdout.splitlines()
     for broker_id in (2, 3):
@@ -189,3 +190,59 @@ def test_brokers_registered_without_the_bootstrap_listener(
     # without --zookeeper the tool cannot know: nothing is claimed
     status, report = doctor(text)
     assert status == 0 and report["findings"] == []
+    # a wrong chroot: the listing still comes, the error names the option and what to check
+    wrong = zk.rpartition("/")[0] + "/no-such-chroot"
+    result = tool("metadata", "-b", text, "--zookeeper", wrong)
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[1:3] == [
+        # ZooKeeper not read: the controller as Metadata reports it on TEXT, where the
+        # active controller may have no endpoint (then the answering broker stands in)
+        f" cluster id: {meta['clusterid']}, controller: broker {meta['controllerid']}",
+        f" ZooKeeper not read: no /brokers/ids under {wrong}: no Kafka cluster registers "
+        "there; check the chroot (the part after the last port, e.g. /moldau) against the "
+        "brokers' zookeeper.connect"]
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        f"moldau metadata: --zookeeper: no /brokers/ids under {wrong}"), result.stderr
+
+
+def test_zookeeper_registrations_are_read_as_written(kazoo_client: Any,
+                                                     zookeeper_connect: str) -> None:
+    """The doctor's reader on znodes written by the broker's own encoder (real ZooKeeper)."""
+    from moldau.broker.zk.layout import BrokerRegistration, ClusterId, ControllerRegistration
+    from moldau.broker.zk.layout import Endpoint as ZkEndpoint
+    from moldau.doctor import ListenerEntry, Registration
+    from moldau.doctor.zookeeper import read_zookeeper
+
+    kazoo_client.create("/cluster/id", ClusterId("abcdefghijklmnopqrstuv").to_json(),
+                        makepath=True)
+    kazoo_client.ensure_path("/brokers/ids")
+    for broker_id, rack in ((2, None), (10, "r1")):
+        registration = BrokerRegistration(broker_id, (
+            ZkEndpoint("INTERNAL", f"kafka{broker_id}", 9092, "PLAINTEXT"),
+            ZkEndpoint("EXTERNAL", "203.0.113.7", 19000 + broker_id, "PLAINTEXT")), rack=rack)
+        kazoo_client.create(registration.path, registration.to_json(), ephemeral=True)
+    zk = read_zookeeper(zookeeper_connect, 10)
+    assert (zk.error, zk.cluster_id, zk.controller_id) == ("", "abcdefghijklmnopqrstuv", None)
+    assert zk.registrations == (
+        Registration(2, (ListenerEntry("INTERNAL", "kafka2", 9092),
+                         ListenerEntry("EXTERNAL", "203.0.113.7", 19002))),
+        Registration(10, (ListenerEntry("INTERNAL", "kafka10", 9092),
+                          ListenerEntry("EXTERNAL", "203.0.113.7", 19010)), "r1"))
+    kazoo_client.create("/controller", ControllerRegistration(10).to_json(), ephemeral=True)
+    assert read_zookeeper(zookeeper_connect, 10).controller_id == 10
+
+
+def test_zookeeper_errors_say_what_to_check(zookeeper: Any, zookeeper_chroot: str) -> None:
+    from moldau.doctor.zookeeper import read_zookeeper
+    from moldau.testing.processes import closed_port
+
+    missing = read_zookeeper(zookeeper.connect(zookeeper_chroot), 10)
+    assert missing.error.startswith(f"no /brokers/ids under {zookeeper.connect(zookeeper_chroot)}")
+    assert "check the chroot" in missing.error
+    with closed_port() as port:
+        dead = f"127.0.0.1:{port}"
+        started = time.monotonic()
+        down = read_zookeeper(dead, 2)
+        assert time.monotonic() - started < 30
+    assert down.error == (f"cannot connect to ZooKeeper at {dead} within 2 s (--timeout): is "
+                          "it running, and is the host:port list right?")
