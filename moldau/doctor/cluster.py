@@ -16,13 +16,16 @@ I/O, like the rules of :mod:`.diagnose`:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from .model import (
+    BrokerCheck,
     BrokerStatus,
     ClusterView,
     Finding,
     Fix,
+    Outcome,
     PartitionInfo,
     Severity,
     ZkView,
@@ -93,6 +96,31 @@ def cluster_findings(view: ClusterView | None, zk: ZkView | None = None,
     return findings
 
 
+def with_start_fixes(findings: list[Finding], checks: Iterable[BrokerCheck],
+                     statuses: Iterable[BrokerStatus]) -> list[Finding]:
+    """Put "start broker N" first among the fixes of a broker whose address refuses
+    connections while other brokers of the cluster answer: in a cluster the likeliest cause
+    is a broker that stopped (kill -9 leaves its registration, and Metadata still lists it,
+    until its ZooKeeper session expires), not a wrong ``advertised.listeners``."""
+    if not any(s.reachable and not s.via_map for s in statuses):
+        return findings
+    refused = {f"broker {c.endpoint.node_id} at {c.endpoint.address}": c.endpoint.node_id
+               for c in checks if c.direct.outcome is Outcome.REFUSED
+               and not (c.mapped is not None and c.mapped.ok)}
+    updated = []
+    for finding in findings:
+        node = refused.get(finding.subject)
+        if node is not None and finding.code == "refused":
+            start = Fix("start-broker", f"start broker {node} if it is not running",
+                        "other brokers of the cluster answer from here, so the likeliest "
+                        "cause is that this one stopped; a broker killed without a clean "
+                        "shutdown stays listed until its ZooKeeper session expires "
+                        "(zookeeper.session.timeout.ms), then its partitions go offline")
+            finding = dataclasses.replace(finding, fixes=(start, *finding.fixes))
+        updated.append(finding)
+    return updated
+
+
 def _offline_findings(view: ClusterView, zk: ZkView | None) -> list[Finding]:
     findings: list[Finding] = []
     offline = view.offline_partitions
@@ -154,4 +182,4 @@ def _missing_on_listener(view: ClusterView, zk: ZkView | None,
              "or bootstrap through a listener every broker has"),))]
 
 
-__all__ = ["cluster_findings", "controller_of", "down_brokers", "names"]
+__all__ = ["cluster_findings", "controller_of", "down_brokers", "names", "with_start_fixes"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .cluster import cluster_findings
+from .cluster import cluster_findings, with_start_fixes
 from .model import (
     BrokerCheck,
     BrokerListeners,
@@ -167,6 +167,8 @@ def diagnose(obs: Observations, *, timeout_s: float | None = None) -> Report:
         status, found = _check_broker(check, obs, ok_boot, everything, timeout_s)
         statuses.append(status)
         findings += found
+    if len(obs.brokers) > 1:
+        findings = with_start_fixes(findings, obs.brokers, statuses)
     findings += cluster_findings(obs.cluster, obs.zookeeper, statuses)
     return Report(obs, tuple(statuses), tuple(findings))
 

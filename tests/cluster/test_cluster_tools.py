@@ -163,6 +163,26 @@ def test_a_healthy_cluster_then_a_killed_broker_then_restarted(
     assert report["cluster"]["registered"] == [1, 2, 3]
 
 
+def test_a_killed_broker_still_registered_is_named_to_start(
+        cluster_factory: ClusterFactory) -> None:
+    """Before its session expires a killed broker is still registered and listed, and its
+    partitions still name it as leader: doctor finds its address refusing connections while
+    the others answer, and says to start it first (not to change advertised.listeners)."""
+    cluster = cluster_factory(3, settings={"zookeeper.session.timeout.ms": "120000"})
+    controller = cluster.wait_controller(60)
+    victim = next(i for i in sorted(cluster.brokers) if i != controller)
+    bootstrap = cluster.broker(controller).address()
+    cluster.kill9(victim)
+    status, report = doctor(bootstrap, "--zookeeper", cluster.zookeeper_connect)
+    assert victim in cluster.registered_ids()  # the session lives on: still registered
+    assert status == 1
+    [refused] = [f for f in report["findings"] if f["code"] == "refused"]
+    assert refused["subject"] == f"broker {victim} at {cluster.broker(victim).address()}"
+    assert refused["fixes"][0]["action"] == f"start broker {victim} if it is not running"
+    assert report["cluster"]["registered"] == [1, 2, 3]
+    assert report["cluster"]["reachable"] == sorted(set(cluster.brokers) - {victim})
+
+
 def test_brokers_registered_without_the_bootstrap_listener(
         cluster_factory: ClusterFactory) -> None:
     """Seed 001: only broker 1 has the TEXT listener. Through TEXT a client sees broker 1

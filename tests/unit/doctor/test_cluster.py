@@ -3,6 +3,7 @@ registration decoding, findings (controller, offline partitions, hidden brokers)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from moldau.broker.zk.layout import BrokerRegistration
@@ -245,3 +246,21 @@ def test_metadata_cluster_json_only_adds_to_kcats_layout() -> None:
     assert {k: part[k] for k in plain["topics"][0]["partitions"][1]} == plain["topics"][0][
         "partitions"][1]
     assert "zookeeper" not in extended
+
+
+def test_a_refusing_broker_among_answering_ones_is_probably_stopped() -> None:
+    refused = Probe(B2.host, B2.port, Outcome.REFUSED, "connection refused",
+                    resolved=("127.0.0.1",))
+    probe = Probe("127.0.0.1", 9091, Outcome.OK, resolved=("127.0.0.1",), cluster_id="c1",
+                  brokers=(B1, B2, B3), controller_id=1, answered_node=1)
+    checks = (BrokerCheck(B1, probe), BrokerCheck(B2, refused),
+              BrokerCheck(B3, dataclasses.replace(probe, port=9093, answered_node=3)))
+    report = diagnose(Observations((probe,), checks, cluster=view()))
+    [finding] = report.findings
+    assert (finding.code, finding.subject) == ("refused", "broker 2 at 127.0.0.1:9092")
+    assert finding.fixes[0].action == "start broker 2 if it is not running"
+    assert [f.kind for f in finding.fixes[1:]] == ["advertised.listeners", "address-map",
+                                                   "proxy"]
+    # a single broker that refuses: nothing says another one works, no such guess
+    alone = diagnose(Observations((probe,), (BrokerCheck(B2, refused),), cluster=view()))
+    assert "start-broker" not in {f.kind for f in alone.findings[0].fixes}
