@@ -16,11 +16,17 @@ broker's own encoder's output with this module, so the two cannot drift apart.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import warnings
 from typing import Any
 
 from .model import ListenerEntry, Registration, ZkView
+
+# kazoo logs every failed connection attempt; the tool reports the outcome once, in ZkView.error.
+_QUIET = logging.getLogger("moldau.doctor.kazoo")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 _ENDPOINT = re.compile(r"([^:/]+)://\[?([0-9a-zA-Z\-%._:]*?)\]?:(-?[0-9]+)")
 
@@ -66,7 +72,7 @@ def read_zookeeper(connect: str, timeout_s: float = 5.0) -> ZkView:
     from kazoo.handlers.threading import KazooTimeoutError
 
     client = KazooClient(hosts=connect, timeout=timeout_s, read_only=True,
-                         connection_retry={"max_tries": 1, "delay": 0.2})
+                         connection_retry={"max_tries": 1, "delay": 0.2}, logger=_QUIET)
     try:
         # kazoo warns about a missing chroot; the error below says it in the tool's words
         warnings.filterwarnings("ignore", "No chroot path exists", UserWarning)
