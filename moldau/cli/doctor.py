@@ -6,8 +6,14 @@ Metadata — and says per broker what worked; for each failure the reason in pla
 the fixes (the broker's ``advertised.listeners`` line, an ``--address-map`` entry, or
 ``moldau proxy``). Flags bootstrap lists that mix listeners (seed 001).
 
-Exit status: 0 when every broker is reachable (with the ``--address-map`` given, if any) and
-the bootstrap list is consistent; 1 otherwise; 2 for bad options.
+On a cluster it also reports the active controller (and when there is none), how many brokers
+are registered and how many are reachable from here, and offline partitions (no leader),
+naming the brokers to start again. ``--zookeeper`` adds ZooKeeper's view: ``/controller`` and
+the registration of every broker with the endpoints of all its listeners.
+
+Exit status: 0 when every broker is reachable (with the ``--address-map`` given, if any), the
+bootstrap list is consistent, a controller is active and no partition is offline; 1
+otherwise; 2 for bad options.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "Connect to the bootstrap servers, then dial every broker address the cluster "
             "advertises, as a client would. Prints per broker what worked; for each failure "
             "why (unresolvable name, refused, timed out, another node answering) and how to "
-            "fix it. Exit status 0 when all brokers are reachable, 1 when not."),
+            "fix it; on a cluster also the controller, registered vs reachable brokers and offline "
+            "partitions. Exit status 0 when all brokers are reachable and every partition has "
+            "a leader, 1 when not."),
     )
     parser.add_argument(
         "--bootstrap-server", "-b", dest="bootstrap_server", required=True,
@@ -46,6 +54,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         "--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
         help=f"time limit for each name lookup, connection and request "
              f"(default {DEFAULT_TIMEOUT_S:g})")
+    parser.add_argument(
+        "--zookeeper", metavar="HOST:PORT[,...][/CHROOT]",
+        help="also read the cluster's registrations from ZooKeeper (read-only; the brokers' "
+             "zookeeper.connect): the controller, and every listener of every broker, "
+             "including brokers the bootstrap listener does not show")
     parser.add_argument("--json", action="store_true",
                         help="print the observations and findings as JSON")
     parser.set_defaults(func=run)
@@ -61,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         observations = await observe(servers, address_map=address_map,
-                                     timeout_s=args.timeout)
+                                     timeout_s=args.timeout, zookeeper=args.zookeeper)
         report = diagnose(observations, timeout_s=args.timeout)
         sys.stdout.write(render_json(report) if args.json else render_text(report))
         return report.exit_code

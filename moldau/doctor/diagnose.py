@@ -15,13 +15,16 @@ The rules follow what goes wrong in the seeds:
   simplest fix of all: bootstrap through that listener;
 * an advertised address that answers as another node id, or another cluster;
 * bootstrap addresses that belong to different listeners (or clusters), which hand out
-  different broker lists on each metadata refresh (seed 001).
+  different broker lists on each metadata refresh (seed 001);
+* the cluster as a whole (:mod:`.cluster`): no active controller, offline partitions and the
+  brokers to start again, brokers registered in ZooKeeper that this listener leaves out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .cluster import cluster_findings, with_start_fixes
 from .model import (
     BrokerCheck,
     BrokerListeners,
@@ -153,6 +156,7 @@ def diagnose(obs: Observations, *, timeout_s: float | None = None) -> Report:
     ok_boot = [p for p in obs.bootstrap if p.ok]
     findings += _bootstrap_findings(obs.bootstrap, timeout_s)
     if not ok_boot:
+        findings += cluster_findings(None, obs.zookeeper)
         return Report(obs, (), tuple(findings))
     findings += _mixed_bootstrap(ok_boot, obs.brokers)
     statuses = []
@@ -163,6 +167,9 @@ def diagnose(obs: Observations, *, timeout_s: float | None = None) -> Report:
         status, found = _check_broker(check, obs, ok_boot, everything, timeout_s)
         statuses.append(status)
         findings += found
+    if len(obs.brokers) > 1:
+        findings = with_start_fixes(findings, obs.brokers, statuses)
+    findings += cluster_findings(obs.cluster, obs.zookeeper, statuses)
     return Report(obs, tuple(statuses), tuple(findings))
 
 

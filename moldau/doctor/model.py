@@ -146,6 +146,84 @@ class BrokerCheck:
     listener: str | None = None  # listener name the endpoint was advertised for
 
 
+# -- the cluster as a whole (moldau.doctor.cluster has the rules) ----------------------------
+
+LEADER_NOT_AVAILABLE = 5
+LISTENER_NOT_FOUND = 72
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition as Metadata lists it."""
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...] = ()
+    isr: tuple[int, ...] = ()
+    offline_replicas: tuple[int, ...] = ()
+    error_code: int = 0
+
+    @property
+    def offline(self) -> bool:
+        """No leader anywhere (Kafka's "offline partition"). A leader that merely has no
+        endpoint on this listener (LISTENER_NOT_FOUND) is not offline: other listeners'
+        clients use it."""
+        return self.leader < 0 and self.error_code != LISTENER_NOT_FOUND
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}/{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """Metadata for all topics, as one bootstrap address answers it."""
+
+    source: str  # the address that answered
+    cluster_id: str | None = None
+    controller_id: int = -1
+    brokers: tuple[Endpoint, ...] = ()
+    partitions: tuple[PartitionInfo, ...] = ()
+    error: str = ""  # why there is no view (the request failed)
+
+    @property
+    def offline_partitions(self) -> tuple[PartitionInfo, ...]:
+        return tuple(p for p in self.partitions if p.offline)
+
+    @property
+    def broker_ids(self) -> frozenset[int]:
+        return frozenset(e.node_id for e in self.brokers)
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """``/brokers/ids/<id>``: a live broker and the endpoint of each of its listeners."""
+
+    broker_id: int
+    endpoints: tuple[ListenerEntry, ...] = ()
+    rack: str | None = None
+    problem: str = ""  # set when the znode could not be read as a registration
+
+
+@dataclass(frozen=True, slots=True)
+class ZkView:
+    """What ZooKeeper says about the cluster (``--zookeeper``)."""
+
+    connect: str
+    cluster_id: str | None = None
+    controller_id: int | None = None  # None: no /controller znode (no active controller)
+    registrations: tuple[Registration, ...] = ()
+    error: str = ""  # why ZooKeeper could not be read
+
+    @property
+    def registered_ids(self) -> frozenset[int]:
+        return frozenset(r.broker_id for r in self.registrations)
+
+    def registration(self, broker_id: int) -> Registration | None:
+        return next((r for r in self.registrations if r.broker_id == broker_id), None)
+
+
 @dataclass(frozen=True, slots=True)
 class Observations:
     """Everything one ``moldau doctor`` run saw."""
@@ -156,6 +234,10 @@ class Observations:
     # addresses work from here is the simplest fix (bootstrap through it).
     alternatives: tuple[tuple[ListenerEntry, Probe], ...] = ()
     address_map: str = ""  # the --address-map given (empty: none)
+    # Metadata for all topics from the first bootstrap address that answered (the cluster as
+    # its clients see it), and ZooKeeper's registrations when --zookeeper was given.
+    cluster: ClusterView | None = None
+    zookeeper: ZkView | None = None
 
 
 @dataclass(frozen=True, slots=True)

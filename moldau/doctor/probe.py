@@ -29,14 +29,17 @@ from moldau.protocol.api_keys import ApiKey
 from .model import (
     BrokerCheck,
     BrokerListeners,
+    ClusterView,
     Endpoint,
     ListenerEntry,
     Observations,
     Outcome,
+    PartitionInfo,
     Probe,
     parse_listener_list,
     parse_protocol_map,
 )
+from .zookeeper import read_zookeeper
 
 BROKER_RESOURCE = 4
 LISTENER_KEYS = ["listeners", "advertised.listeners", "listener.security.protocol.map"]
@@ -192,11 +195,51 @@ async def _gather(probes: Iterable[Any]) -> list[Probe]:
     return list(await asyncio.gather(*probes))
 
 
+async def cluster_view(host: str, port: int, *, timeout_s: float = 5.0,
+                       client_id: str = "moldau-doctor") -> ClusterView:
+    """Metadata for all topics from ``host:port``: controller, brokers, every partition's
+    leader, replicas, ISR and offline replicas. Never raises for network errors."""
+    conn = BrokerConnection(host, port, client_id=client_id,
+                            connect_timeout_ms=max(1, int(timeout_s * 1000)),
+                            request_timeout_ms=max(1, int(timeout_s * 1000)))
+    source = f"{host}:{port}"
+    try:
+        await conn.connect()
+        version = conn.versions.require(ApiKey.METADATA, 1, what="Metadata")
+        response = await conn.request(ApiKey.METADATA, {
+            "topics": None, "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        }, version=version)
+    except (KafkaConnectionError, BrokerError, ClientError, OSError) as exc:
+        return ClusterView(source, error=str(exc) or type(exc).__name__)
+    finally:
+        conn.close()
+    return ClusterView(
+        source, getattr(response, "cluster_id", None), getattr(response, "controller_id", -1),
+        tuple(Endpoint(b.node_id, b.host, b.port, getattr(b, "rack", None))
+              for b in response.brokers),
+        tuple(PartitionInfo(t.name, p.partition_index, int(p.leader_id),
+                            tuple(p.replica_nodes), tuple(p.isr_nodes),
+                            tuple(getattr(p, "offline_replicas", ()) or ()), int(p.error_code))
+              for t in sorted(response.topics, key=lambda t: t.name or "")
+              for p in sorted(t.partitions, key=lambda p: p.partition_index)),
+    )
+
+
 async def observe(bootstrap: list[tuple[str, int]], *, address_map: AddressMap | None = None,
-                  timeout_s: float = 5.0) -> Observations:
-    """Probe the bootstrap addresses, every advertised broker, and alternatives."""
+                  timeout_s: float = 5.0, zookeeper: str | None = None) -> Observations:
+    """Probe the bootstrap addresses, every advertised broker, and alternatives; read the
+    cluster's partitions through the first bootstrap address that answers, and ZooKeeper's
+    registrations when ``zookeeper`` (the brokers' ``zookeeper.connect``) is given."""
     amap = address_map or AddressMap()
+    zk_job = (asyncio.ensure_future(asyncio.to_thread(read_zookeeper, zookeeper, timeout_s))
+              if zookeeper else None)
     boot = await _gather(probe_address(h, p, timeout_s=timeout_s) for h, p in bootstrap)
+    first = next((p for p in boot if p.ok), None)
+    cluster = (await cluster_view(first.host, first.port, timeout_s=timeout_s)
+               if first is not None else None)
+    zk = await zk_job if zk_job is not None else None
 
     endpoints: dict[tuple[int, str, int], tuple[Endpoint, str | None]] = {}
     for probe in boot:
@@ -219,7 +262,8 @@ async def observe(bootstrap: list[tuple[str, int]], *, address_map: AddressMap |
 
     alternatives = await _alternatives(checks, [*boot, *direct, *mapped_results.values()],
                                        timeout_s)
-    return Observations(tuple(boot), tuple(checks), tuple(alternatives), str(amap))
+    return Observations(tuple(boot), tuple(checks), tuple(alternatives), str(amap),
+                        cluster, zk)
 
 
 async def _alternatives(checks: list[BrokerCheck], seen: list[Probe],
