@@ -173,3 +173,77 @@ table ip nat_box {{
 }}
 """)
     return NatNetwork(hq, hq_client, nat, branch)
+
+
+# --- two networks, three brokers on both (seed 001 as a cluster) ----------------------------
+
+INTERNAL_SUBNET = "10.20.0.0/24"
+EXTERNAL_SUBNET = "198.51.100.0/24"
+ZOOKEEPER_IP = "10.20.0.2"
+INTERNAL_PORT = 9092
+EXTERNAL_PORT = 9093
+
+
+def internal_ip(broker_id: int) -> str:
+    return f"10.20.0.{10 + broker_id}"
+
+
+def external_ip(broker_id: int) -> str:
+    return f"198.51.100.{10 + broker_id}"
+
+
+def internal_name(broker_id: int) -> str:
+    """The name broker ``broker_id`` advertises on INTERNAL (as a Docker service name)."""
+    return f"kafka{broker_id}"
+
+
+def external_name(broker_id: int) -> str:
+    """The name broker ``broker_id`` advertises on EXTERNAL."""
+    return f"kafka{broker_id}.example.net"
+
+
+@dataclass
+class TwoNetworks:
+    """An internal and an external network joined only through the brokers.
+
+    ``switch`` holds the two bridges (``int0``, ``ext0``) and no addresses or routes, so
+    nothing is forwarded between the networks: a packet crosses only by being answered by a
+    broker. ``zookeeper`` and ``internal_client`` are on the internal network,
+    ``external_client`` on the external one, each ``brokers[id]`` on both (``eth0``
+    internal, ``eth1`` external), and ``ops`` (an operator's machine) on both as well.
+    Internal names (``kafka1``, ``zookeeper``) resolve only on the internal network,
+    external names (``kafka1.example.net``) only on the external one; brokers and ``ops``
+    know both.
+    """
+
+    switch: Netns
+    zookeeper: Netns
+    brokers: dict[int, Netns]
+    internal_client: Netns
+    external_client: Netns
+    ops: Netns
+
+
+def two_networks(lab: Lab, broker_ids: tuple[int, ...] = (1, 2, 3)) -> TwoNetworks:
+    internal = {"zookeeper": ZOOKEEPER_IP,
+                **{internal_name(i): internal_ip(i) for i in broker_ids}}
+    external = {external_name(i): external_ip(i) for i in broker_ids}
+    switch = lab.netns("switch")
+    lab.bridge(switch, "int0", None)
+    lab.bridge(switch, "ext0", None)
+    zookeeper = lab.netns("zookeeper", internal)
+    lab.attach(switch, "int0", zookeeper, "eth0", f"{ZOOKEEPER_IP}/24")
+    brokers = {}
+    for i in broker_ids:
+        ns = lab.netns(f"kafka{i}", {**internal, **external})
+        lab.attach(switch, "int0", ns, "eth0", f"{internal_ip(i)}/24")
+        lab.attach(switch, "ext0", ns, "eth1", f"{external_ip(i)}/24")
+        brokers[i] = ns
+    internal_client = lab.netns("intclient", internal)
+    lab.attach(switch, "int0", internal_client, "eth0", "10.20.0.100/24")
+    external_client = lab.netns("extclient", external)
+    lab.attach(switch, "ext0", external_client, "eth0", "198.51.100.100/24")
+    ops = lab.netns("ops", {**internal, **external})
+    lab.attach(switch, "int0", ops, "eth0", "10.20.0.200/24")
+    lab.attach(switch, "ext0", ops, "eth1", "198.51.100.200/24")
+    return TwoNetworks(switch, zookeeper, brokers, internal_client, external_client, ops)
