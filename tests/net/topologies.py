@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from .lab import Lab, Netns
 
-# Seed 000's docker-compose environment for kafka0, verbatim (ZooKeeper is not needed).
+# Seed 000's docker-compose environment for kafka0, verbatim. KAFKA_ZOOKEEPER_CONNECT makes
+# the broker a (one-broker) cluster: docker_network runs the compose file's `zookeeper`
+# service as a real ZooKeeper (brokers.start_seed000_broker starts it first).
 SEED_000_ENV = {
     "KAFKA_BROKER_ID": "0",
     "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181",
@@ -28,6 +30,7 @@ SEED_000_ENV = {
 DOCKER_SUBNET = "172.18.0.0/16"
 KAFKA0_IP = "172.18.0.2"
 CLIENT_IP = "172.18.0.3"
+ZOOKEEPER_CONTAINER_IP = "172.18.0.4"
 
 
 @dataclass
@@ -36,23 +39,28 @@ class DockerNetwork:
 
     ``host`` owns the bridge (as dockerd does) and publishes ports from ``localhost`` to the
     kafka0 container with DNAT, as Docker's port publishing does (``ports: - '9092:9092'``).
-    ``kafka0`` and ``client`` (the kafkacat container) resolve ``kafka0`` the way Docker's
-    embedded DNS does; the host resolves only ``localhost``.
+    ``kafka0``, ``client`` (the kafkacat container) and ``zookeeper`` (the compose file's
+    ``zookeeper`` service) resolve ``kafka0`` and ``zookeeper`` the way Docker's embedded DNS
+    does; the host resolves only ``localhost``.
     """
 
     host: Netns
     kafka0: Netns
     client: Netns
+    zookeeper: Netns
 
 
 def docker_network(lab: Lab, *, published: tuple[int, ...] = (9092, 29094)) -> DockerNetwork:
-    containers = {"kafka0": KAFKA0_IP}
+    containers = {"kafka0": KAFKA0_IP, "zookeeper": ZOOKEEPER_CONTAINER_IP}
     host = lab.netns("host")
     kafka0 = lab.netns("kafka0", containers)
     client = lab.netns("kafkacat", containers)
+    zookeeper = lab.netns("zookeeper", containers)
     lab.bridge(host, "br0", "172.18.0.1/16")
     lab.attach(host, "br0", kafka0, "eth0", f"{KAFKA0_IP}/16", gateway="172.18.0.1")
     lab.attach(host, "br0", client, "eth0", f"{CLIENT_IP}/16", gateway="172.18.0.1")
+    lab.attach(host, "br0", zookeeper, "eth0", f"{ZOOKEEPER_CONTAINER_IP}/16",
+               gateway="172.18.0.1")
     # Locally generated connections to 127.0.0.1 are DNATed to the container; their loopback
     # source must be allowed out of br0 (route_localnet) and masqueraded.
     host.sysctl("net.ipv4.conf.all.route_localnet", "1")
@@ -70,7 +78,7 @@ table ip docker_publish {{
     }}
 }}
 """)
-    return DockerNetwork(host, kafka0, client)
+    return DockerNetwork(host, kafka0, client, zookeeper)
 
 
 # --- AWS (seed 000) ---------------------------------------------------------------------------
