@@ -61,7 +61,7 @@ def test_host_client_on_the_internal_listener_fails_and_doctor_explains() -> Non
 
         # Bootstrap works, everything after it fails, the way the seed shows.
         produced, outcome, (status, text, data) = concurrently(
-            lambda: kcat_produce(net.host, "localhost:29092", "t", ["x"], timeout_ms=4000),
+            lambda: kcat_produce(net.host, "localhost:29092", "t", ["x"]),
             lambda: program(net.host, "confluent", "localhost:29092", "t2", timeout=4),
             lambda: doctor(net.host, "localhost:29092", text=True),
         )
@@ -106,7 +106,7 @@ def test_alice_listener_advertises_a_name_nobody_here_resolves() -> None:
         assert kcat_metadata(net.host, "localhost:29094").brokers == [
             (0, "never-gonna-give-you-up:29094")]
         produced, (status, text, data) = concurrently(
-            lambda: kcat_produce(net.host, "localhost:29094", "t", ["x"], timeout_ms=3000),
+            lambda: kcat_produce(net.host, "localhost:29094", "t", ["x"]),
             lambda: doctor(net.host, "localhost:29094"))
         assert produced.returncode != 0
         assert "Failed to resolve 'never-gonna-give-you-up:29094'" in produced.stderr
