@@ -177,6 +177,17 @@ def test_seed001_two_networks_three_brokers() -> None:
         assert sorted(leaders(outside, ext_boot, "across").values()) == list(BROKER_IDS)
         assert sorted(kcat_consume(outside, ext_boot, "across", 3)) == produced
 
+        # Admin requests work through any broker: a topic auto-created through each broker's
+        # EXTERNAL listener. The brokers that are not the controller forward the creation to
+        # it over INTERNAL (inter.broker.listener.name); they could not over EXTERNAL, whose
+        # names their hosts files leave out.
+        for i in BROKER_IDS:
+            def created(i: int = i) -> None:
+                seen = leaders(outside, EXTERNAL_VIEW[i], f"created-via-{i}")
+                assert sorted(seen.values()) == list(BROKER_IDS), seen
+
+            wait_for(created, f"a topic auto-created through broker {i}", timeout=30)
+
         # confluent-kafka produces and consumes in a group on each network (FindCoordinator
         # answers on the listener asked, too); then each network reads the other's records.
         concurrently(lambda: confluent_roundtrip(inside, int_boot, "from-internal",

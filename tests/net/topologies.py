@@ -220,8 +220,9 @@ class TwoNetworks:
     ``external_client`` on the external one, each ``brokers[id]`` on both (``eth0``
     internal, ``eth1`` external), and ``ops`` (an operator's machine) on both as well.
     Internal names (``kafka1``, ``zookeeper``) resolve only on the internal network,
-    external names (``kafka1.example.net``) only on the external one; brokers and ``ops``
-    know both.
+    external names (``kafka1.example.net``) only on the external one; ``ops`` knows both,
+    the brokers only the internal ones (a broker never dials an external name: it talks to
+    the others on its inter-broker listener, INTERNAL).
     """
 
     switch: Netns
@@ -243,7 +244,7 @@ def two_networks(lab: Lab, broker_ids: tuple[int, ...] = (1, 2, 3)) -> TwoNetwor
     lab.attach(switch, "int0", zookeeper, "eth0", f"{ZOOKEEPER_IP}/24")
     brokers = {}
     for i in broker_ids:
-        ns = lab.netns(f"kafka{i}", {**internal, **external})
+        ns = lab.netns(f"kafka{i}", internal)
         lab.attach(switch, "int0", ns, "eth0", f"{internal_ip(i)}/24")
         lab.attach(switch, "ext0", ns, "eth1", f"{external_ip(i)}/24")
         brokers[i] = ns
