@@ -20,6 +20,8 @@ from pathlib import Path
 from moldau.testing.tail import complete_text
 
 from .lab import Lab, Netns
+from .topologies import SEED_000_ENV, ZOOKEEPER_CONTAINER_IP, DockerNetwork
+from .zookeeper import LabZooKeeper
 
 _STARTED = re.compile(r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<rest>.*)")
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>[^ ,]*):(?P<port>\d+)")
@@ -81,6 +83,15 @@ def start_broker(lab: Lab, ns: Netns, *, properties: Mapping[str, str] | None = 
     listeners = {m["name"]: (m["host"], int(m["port"]))
                  for m in _LISTENER.finditer(match["rest"])}
     return LabBroker(ns, proc, log, match["cluster"], listeners)
+
+
+def start_seed000_broker(lab: Lab, net: DockerNetwork, *, timeout: float = 60) -> LabBroker:
+    """Seed 000's ``kafka0`` as its compose file runs it: the ``zookeeper`` service first
+    (``depends_on``; a real ZooKeeper on ``zookeeper:2181``), then the broker with the seed's
+    environment verbatim (``KAFKA_ZOOKEEPER_CONNECT=zookeeper:2181``, so a one-broker
+    cluster)."""
+    LabZooKeeper(lab, net.zookeeper, ZOOKEEPER_CONTAINER_IP).start(timeout=90)
+    return start_broker(lab, net.kafka0, env=SEED_000_ENV, timeout=timeout)
 
 
 @dataclass

@@ -74,12 +74,15 @@ def kcat_roundtrip(ns: Netns, bootstrap: str, topic: str, count: int = 3) -> Non
 
 
 def program(ns: Netns, client: str, bootstrap: str, topic: str, *, count: int = 3,
-            timeout: float = 8.0, address_map: str = "") -> dict[str, Any]:
+            timeout: float = 8.0, address_map: str = "", any_order: bool = False
+            ) -> dict[str, Any]:
     """Run :mod:`tests.net.clientprog` in ``ns``; its JSON result plus the exit status."""
     argv = [sys.executable, "-m", "tests.net.clientprog", client, "--bootstrap", bootstrap,
             "--topic", topic, "--count", str(count), "--timeout", str(timeout)]
     if address_map:
         argv += ["--address-map", address_map]
+    if any_order:
+        argv.append("--any-order")
     result = ns.run(argv, timeout=timeout * 8 + 30)
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]
     assert lines, f"{client} program printed no result:\n{result.stdout}\n{result.stderr}"
@@ -89,8 +92,11 @@ def program(ns: Netns, client: str, bootstrap: str, topic: str, *, count: int = 
     return outcome
 
 
-def confluent_roundtrip(ns: Netns, bootstrap: str, topic: str) -> None:
-    outcome = program(ns, "confluent", bootstrap, topic)
+def confluent_roundtrip(ns: Netns, bootstrap: str, topic: str, *,
+                        any_order: bool = False) -> None:
+    """Produce and consume (in a group) with confluent-kafka; ``any_order`` for a topic of
+    several partitions."""
+    outcome = program(ns, "confluent", bootstrap, topic, any_order=any_order)
     assert outcome["ok"] and outcome["exit"] == 0, (
         f"confluent-kafka via {bootstrap} in {ns.role}: {outcome}")
 

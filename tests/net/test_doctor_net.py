@@ -7,10 +7,10 @@ answers "host unreachable", a bootstrap list mixing listeners, and healthy setup
 
 from __future__ import annotations
 
-from .brokers import start_broker
+from .brokers import start_broker, start_seed000_broker
 from .clients import concurrently, doctor
 from .lab import Lab, netlab
-from .topologies import HQ_BROKER_IP, NAT_BROKER_IP, SEED_000_ENV, docker_network, nat_network
+from .topologies import HQ_BROKER_IP, NAT_BROKER_IP, docker_network, nat_network
 
 
 @netlab
@@ -36,7 +36,7 @@ def test_unreachable_advertised_address() -> None:
 def test_bootstrap_list_mixing_listeners() -> None:
     with Lab() as lab:
         net = docker_network(lab)
-        start_broker(lab, net.kafka0, env=SEED_000_ENV)
+        start_seed000_broker(lab, net)
         # A container lists both the internal port and the one meant for the host: BOB
         # advertises kafka0:29092, FRED localhost:9092 (the container's own loopback).
         status, text, data = doctor(net.client, "kafka0:29092,kafka0:9092", text=True)

@@ -7,7 +7,7 @@ localhost), ``kafka0`` (the broker container, seed 000's environment verbatim) a
 
 from __future__ import annotations
 
-from .brokers import start_broker
+from .brokers import start_seed000_broker
 from .clients import (
     concurrently,
     confluent_roundtrip,
@@ -18,14 +18,14 @@ from .clients import (
     program,
 )
 from .lab import Lab, netlab
-from .topologies import SEED_000_ENV, docker_network
+from .topologies import docker_network
 
 
 @netlab
 def test_inside_and_host_clients_each_use_their_listener() -> None:
     with Lab() as lab:
         net = docker_network(lab)
-        start_broker(lab, net.kafka0, env=SEED_000_ENV)
+        start_seed000_broker(lab, net)
         def inside() -> None:
             # A client container uses listener BOB: kafka0:29092, resolvable on the network.
             kcat_roundtrip(net.client, "kafka0:29092", "inside")
@@ -55,13 +55,13 @@ def test_host_client_on_the_internal_listener_fails_and_doctor_explains() -> Non
         # The misconfiguration: the internal port 29092 is published too, and a client on
         # the host bootstraps through it.
         net = docker_network(lab, published=(9092, 29092, 29094))
-        start_broker(lab, net.kafka0, env=SEED_000_ENV)
+        start_seed000_broker(lab, net)
         meta = kcat_metadata(net.host, "localhost:29092")
         assert meta.brokers == [(0, "kafka0:29092")]
 
         # Bootstrap works, everything after it fails, the way the seed shows.
         produced, outcome, (status, text, data) = concurrently(
-            lambda: kcat_produce(net.host, "localhost:29092", "t", ["x"], timeout_ms=4000),
+            lambda: kcat_produce(net.host, "localhost:29092", "t", ["x"]),
             lambda: program(net.host, "confluent", "localhost:29092", "t2", timeout=4),
             lambda: doctor(net.host, "localhost:29092", text=True),
         )
@@ -102,11 +102,11 @@ def test_host_client_on_the_internal_listener_fails_and_doctor_explains() -> Non
 def test_alice_listener_advertises_a_name_nobody_here_resolves() -> None:
     with Lab() as lab:
         net = docker_network(lab)
-        start_broker(lab, net.kafka0, env=SEED_000_ENV)
+        start_seed000_broker(lab, net)
         assert kcat_metadata(net.host, "localhost:29094").brokers == [
             (0, "never-gonna-give-you-up:29094")]
         produced, (status, text, data) = concurrently(
-            lambda: kcat_produce(net.host, "localhost:29094", "t", ["x"], timeout_ms=3000),
+            lambda: kcat_produce(net.host, "localhost:29094", "t", ["x"]),
             lambda: doctor(net.host, "localhost:29094"))
         assert produced.returncode != 0
         assert "Failed to resolve 'never-gonna-give-you-up:29094'" in produced.stderr

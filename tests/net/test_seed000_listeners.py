@@ -2,24 +2,25 @@
 
 The broker gets the docker-compose environment of seed 000 verbatim (``KAFKA_LISTENERS``,
 ``KAFKA_ADVERTISED_LISTENERS``, ``KAFKA_LISTENER_SECURITY_PROTOCOL_MAP``,
-``KAFKA_INTER_BROKER_LISTENER_NAME``, ``KAFKA_BROKER_ID``) and runs in the ``kafka0``
+``KAFKA_INTER_BROKER_LISTENER_NAME``, ``KAFKA_BROKER_ID``, ``KAFKA_ZOOKEEPER_CONNECT``, with
+a real ZooKeeper as the compose file's ``zookeeper`` service) and runs in the ``kafka0``
 namespace; kcat runs in the kafkacat container's namespace, where ``kafka0`` resolves through
 the test's own hosts file. Each port reports the broker at the address the seed shows.
 """
 
 from __future__ import annotations
 
-from .brokers import start_broker
+from .brokers import start_seed000_broker
 from .clients import kcat_metadata
 from .lab import Lab, netlab
-from .topologies import SEED_000_ENV, docker_network
+from .topologies import docker_network
 
 
 @netlab
 def test_kcat_sees_each_listener_as_the_seed_shows() -> None:
     with Lab() as lab:
         net = docker_network(lab)
-        broker = start_broker(lab, net.kafka0, env=SEED_000_ENV)
+        broker = start_seed000_broker(lab, net)
         assert broker.listeners == {"LISTENER_BOB": ("kafka0", 29092),
                                     "LISTENER_FRED": ("kafka0", 9092),
                                     "LISTENER_ALICE": ("kafka0", 29094)}

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from .lab import Lab, Netns
 
-# Seed 000's docker-compose environment for kafka0, verbatim (ZooKeeper is not needed).
+# Seed 000's docker-compose environment for kafka0, verbatim. KAFKA_ZOOKEEPER_CONNECT makes
+# the broker a (one-broker) cluster: docker_network runs the compose file's `zookeeper`
+# service as a real ZooKeeper (brokers.start_seed000_broker starts it first).
 SEED_000_ENV = {
     "KAFKA_BROKER_ID": "0",
     "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181",
@@ -28,6 +30,7 @@ SEED_000_ENV = {
 DOCKER_SUBNET = "172.18.0.0/16"
 KAFKA0_IP = "172.18.0.2"
 CLIENT_IP = "172.18.0.3"
+ZOOKEEPER_CONTAINER_IP = "172.18.0.4"
 
 
 @dataclass
@@ -36,23 +39,28 @@ class DockerNetwork:
 
     ``host`` owns the bridge (as dockerd does) and publishes ports from ``localhost`` to the
     kafka0 container with DNAT, as Docker's port publishing does (``ports: - '9092:9092'``).
-    ``kafka0`` and ``client`` (the kafkacat container) resolve ``kafka0`` the way Docker's
-    embedded DNS does; the host resolves only ``localhost``.
+    ``kafka0``, ``client`` (the kafkacat container) and ``zookeeper`` (the compose file's
+    ``zookeeper`` service) resolve ``kafka0`` and ``zookeeper`` the way Docker's embedded DNS
+    does; the host resolves only ``localhost``.
     """
 
     host: Netns
     kafka0: Netns
     client: Netns
+    zookeeper: Netns
 
 
 def docker_network(lab: Lab, *, published: tuple[int, ...] = (9092, 29094)) -> DockerNetwork:
-    containers = {"kafka0": KAFKA0_IP}
+    containers = {"kafka0": KAFKA0_IP, "zookeeper": ZOOKEEPER_CONTAINER_IP}
     host = lab.netns("host")
     kafka0 = lab.netns("kafka0", containers)
     client = lab.netns("kafkacat", containers)
+    zookeeper = lab.netns("zookeeper", containers)
     lab.bridge(host, "br0", "172.18.0.1/16")
     lab.attach(host, "br0", kafka0, "eth0", f"{KAFKA0_IP}/16", gateway="172.18.0.1")
     lab.attach(host, "br0", client, "eth0", f"{CLIENT_IP}/16", gateway="172.18.0.1")
+    lab.attach(host, "br0", zookeeper, "eth0", f"{ZOOKEEPER_CONTAINER_IP}/16",
+               gateway="172.18.0.1")
     # Locally generated connections to 127.0.0.1 are DNATed to the container; their loopback
     # source must be allowed out of br0 (route_localnet) and masqueraded.
     host.sysctl("net.ipv4.conf.all.route_localnet", "1")
@@ -70,7 +78,7 @@ table ip docker_publish {{
     }}
 }}
 """)
-    return DockerNetwork(host, kafka0, client)
+    return DockerNetwork(host, kafka0, client, zookeeper)
 
 
 # --- AWS (seed 000) ---------------------------------------------------------------------------
@@ -173,3 +181,78 @@ table ip nat_box {{
 }}
 """)
     return NatNetwork(hq, hq_client, nat, branch)
+
+
+# --- two networks, three brokers on both (seed 001 as a cluster) ----------------------------
+
+INTERNAL_SUBNET = "10.20.0.0/24"
+EXTERNAL_SUBNET = "198.51.100.0/24"
+ZOOKEEPER_IP = "10.20.0.2"
+INTERNAL_PORT = 9092
+EXTERNAL_PORT = 9093
+
+
+def internal_ip(broker_id: int) -> str:
+    return f"10.20.0.{10 + broker_id}"
+
+
+def external_ip(broker_id: int) -> str:
+    return f"198.51.100.{10 + broker_id}"
+
+
+def internal_name(broker_id: int) -> str:
+    """The name broker ``broker_id`` advertises on INTERNAL (as a Docker service name)."""
+    return f"kafka{broker_id}"
+
+
+def external_name(broker_id: int) -> str:
+    """The name broker ``broker_id`` advertises on EXTERNAL."""
+    return f"kafka{broker_id}.example.net"
+
+
+@dataclass
+class TwoNetworks:
+    """An internal and an external network joined only through the brokers.
+
+    ``switch`` holds the two bridges (``int0``, ``ext0``) and no addresses or routes, so
+    nothing is forwarded between the networks: a packet crosses only by being answered by a
+    broker. ``zookeeper`` and ``internal_client`` are on the internal network,
+    ``external_client`` on the external one, each ``brokers[id]`` on both (``eth0``
+    internal, ``eth1`` external), and ``ops`` (an operator's machine) on both as well.
+    Internal names (``kafka1``, ``zookeeper``) resolve only on the internal network,
+    external names (``kafka1.example.net``) only on the external one; ``ops`` knows both,
+    the brokers only the internal ones (a broker never dials an external name: it talks to
+    the others on its inter-broker listener, INTERNAL).
+    """
+
+    switch: Netns
+    zookeeper: Netns
+    brokers: dict[int, Netns]
+    internal_client: Netns
+    external_client: Netns
+    ops: Netns
+
+
+def two_networks(lab: Lab, broker_ids: tuple[int, ...] = (1, 2, 3)) -> TwoNetworks:
+    internal = {"zookeeper": ZOOKEEPER_IP,
+                **{internal_name(i): internal_ip(i) for i in broker_ids}}
+    external = {external_name(i): external_ip(i) for i in broker_ids}
+    switch = lab.netns("switch")
+    lab.bridge(switch, "int0", None)
+    lab.bridge(switch, "ext0", None)
+    zookeeper = lab.netns("zookeeper", internal)
+    lab.attach(switch, "int0", zookeeper, "eth0", f"{ZOOKEEPER_IP}/24")
+    brokers = {}
+    for i in broker_ids:
+        ns = lab.netns(f"kafka{i}", internal)
+        lab.attach(switch, "int0", ns, "eth0", f"{internal_ip(i)}/24")
+        lab.attach(switch, "ext0", ns, "eth1", f"{external_ip(i)}/24")
+        brokers[i] = ns
+    internal_client = lab.netns("intclient", internal)
+    lab.attach(switch, "int0", internal_client, "eth0", "10.20.0.100/24")
+    external_client = lab.netns("extclient", external)
+    lab.attach(switch, "ext0", external_client, "eth0", "198.51.100.100/24")
+    ops = lab.netns("ops", {**internal, **external})
+    lab.attach(switch, "int0", ops, "eth0", "10.20.0.200/24")
+    lab.attach(switch, "ext0", ops, "eth1", "198.51.100.200/24")
+    return TwoNetworks(switch, zookeeper, brokers, internal_client, external_client, ops)
