@@ -36,6 +36,18 @@ STARTED = re.compile(
     r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<listeners>[^ ,]+(?:, [^ ,]+)*)"
 )
 
+
+def parse_started(line: str) -> tuple[str, dict[str, int]] | None:
+    """The cluster id and the bound port of every listener (by name) that a broker's
+    start-up line reports; None for any other line. Give it complete lines only
+    (:func:`~.tail.complete_lines`): a half-written one would cut a port short."""
+    match = STARTED.search(line)
+    if match is None:
+        return None
+    ports = {part.split("://")[0]: int(part.rsplit(":", 1)[1])
+             for part in match["listeners"].split(", ")}
+    return match["cluster"], ports
+
 #: Keys every broker of a local cluster gets unless its spec says otherwise. There is no
 #: replication yet (one replica per partition), so Kafka's default of 3 replicas for the
 #: internal topics cannot be met by any cluster; Kafka's own quickstart lowers them the same
@@ -231,11 +243,9 @@ class BrokerNode:
         """True once the start-up line is in the log (from ``start_at``); raises
         :class:`BrokerStartError` if the process has exited."""
         for line in complete_lines(self.log_path, start_at):
-            match = STARTED.search(line)
-            if match:
-                self.cluster_id = match["cluster"]
-                self.bound = {part.split("://")[0]: int(part.rsplit(":", 1)[1])
-                              for part in match["listeners"].split(", ")}
+            started = parse_started(line)
+            if started is not None:
+                self.cluster_id, self.bound = started
                 return True
         if self.proc is not None and self.proc.poll() is not None:
             tail = self.log_tail(start=start_at)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -20,13 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..devtools.brokers import parse_started
 from ..protocol import properties
 from .processes import child_env, kill, terminate
 from .tail import complete_lines
-
-_STARTED = re.compile(
-    r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<listeners>[^ ,]+(?:, [^ ,]+)*)"
-)
 
 
 def _properties(settings: Mapping[str, Any]) -> str:
@@ -100,13 +96,9 @@ class BrokerProcess:
             # The broker is still writing its log: a half-written last line would give a
             # port cut short ("...:4" of ":45678").
             for line in complete_lines(self.log_path, start_at):
-                match = _STARTED.search(line)
-                if match:
-                    self.cluster_id = match["cluster"]
-                    self.ports = {
-                        part.split("://")[0]: int(part.rsplit(":", 1)[1])
-                        for part in match["listeners"].split(", ")
-                    }
+                started = parse_started(line)
+                if started is not None:
+                    self.cluster_id, self.ports = started
                     return self
             if self.proc.poll() is not None:
                 text_now = self.log_path.read_bytes()[start_at:].decode(errors="replace")
