@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..protocol import properties
-from .processes import child_env, die_with_parent, kill, terminate
+from .processes import ChildProcess, child_env, die_with_parent
 from .tail import complete_lines
 
 #: The broker's start-up line (moldau/broker/server.py): its cluster id and bound listeners.
@@ -112,9 +112,11 @@ class BrokerSpec:
     host: str = "127.0.0.1"
 
 
-class BrokerNode:
+class BrokerNode(ChildProcess):
     """A ``moldau serve`` process for one :class:`BrokerSpec`, in ``<base>/broker-<id>/``:
-    ``server.properties`` (properties style), ``data/`` (``log.dirs``), ``broker.log``."""
+    ``server.properties`` (properties style), ``data/`` (``log.dirs``), ``broker.log``.
+    ``pid``, ``running()``, ``wait_stopped()`` and ``kill()`` (no shutdown at all: its
+    ZooKeeper session lingers until it expires) come from :class:`~.processes.ChildProcess`."""
 
     def __init__(self, spec: BrokerSpec, base_dir: str | os.PathLike[str],
                  zookeeper_connect: str, *, style: str = "properties",
@@ -149,13 +151,6 @@ class BrokerNode:
     def log_path(self) -> Path:
         """The broker's stdout and stderr (its log lines)."""
         return self.dir / "broker.log"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def address(self, listener: str | None = None) -> str:
         """``host:port`` of a listener (the first one by default)."""
@@ -285,21 +280,7 @@ class BrokerNode:
             self.proc.send_signal(signal.SIGCONT)  # a paused broker could not act on SIGTERM
             self.proc.send_signal(signal.SIGTERM)
 
-    def wait_stopped(self, timeout: float) -> int | None:
-        """Wait up to ``timeout`` s for the process to exit, then kill -9; its exit status."""
-        if self.proc is None:
-            return None
-        code = terminate(self.proc, timeout)
-        self.proc = None
-        return code
-
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (a clean, controlled shutdown), kill -9 after ``timeout`` s."""
         self.terminate()
         return self.wait_stopped(timeout)
-
-    def kill(self) -> None:
-        """kill -9 (no shutdown at all: its ZooKeeper session lingers until it expires)."""
-        if self.proc is not None:
-            kill(self.proc)
-        self.proc = None
