@@ -20,18 +20,13 @@ from moldau.broker.zk.aio import AsyncZooKeeper
 from moldau.broker.zk.layout import PartitionState, TopicAssignment
 from moldau.protocol.errors import ErrorCode
 
-from .cluster_support import Node, active, converged, start_node, wait_for
+from .cluster_support import Node, active, converged, start_node, started_nodes, wait_for
 
 
 def test_controller_writes_kafkas_layout_and_every_image_follows(zookeeper_connect: str
                                                                  ) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        reader = AsyncZooKeeper(zookeeper_connect)
-        try:
-            for broker_id in (1, 2, 3):
-                nodes.append(await start_node(zookeeper_connect, broker_id))
-            await reader.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2, 3)) as (nodes, reader):
             controller = await active(nodes)
             await converged(reader, nodes)
             for node in nodes:
@@ -108,10 +103,6 @@ def test_controller_writes_kafkas_layout_and_every_image_follows(zookeeper_conne
             assert controller.plane.sync.replayed == replayed
             for node in nodes:
                 assert node.image.next_producer_id == 2000
-        finally:
-            for node in nodes:
-                await node.close()
-            await reader.stop()
 
     asyncio.run(scenario())
 
