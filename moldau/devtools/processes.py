@@ -81,7 +81,7 @@ class ChildProcess:
     is its ``Popen``, None before it starts and after it is stopped or killed. Stopping acts
     on that process by its pid, never by name."""
 
-    proc: subprocess.Popen[bytes] | None
+    proc: subprocess.Popen[Any] | None
 
     @property
     def pid(self) -> int | None:

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from ..devtools.brokers import parse_started
+from ..devtools.processes import ChildProcess
 from ..protocol import properties
-from .processes import child_env, kill, terminate
+from .processes import child_env
 from .tail import complete_lines
 
 
@@ -43,7 +44,7 @@ def default_settings(data_dir: Path, node_id: int = 1) -> dict[str, Any]:
     }
 
 
-class BrokerProcess:
+class BrokerProcess(ChildProcess):
     """A ``moldau serve`` subprocess (for tests that kill -9, restart, or use real clients)."""
 
     def __init__(
@@ -108,18 +109,10 @@ class BrokerProcess:
         raise TimeoutError(f"broker did not start within {timeout}s; log: {self.log_path}")
 
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait (clean shutdown)."""
-        if self.proc is None:
-            return 0
-        code = terminate(self.proc, timeout)
-        self.proc = None
-        return code
-
-    def kill(self) -> None:
-        """kill -9."""
-        if self.proc is not None:
-            kill(self.proc)
-        self.proc = None
+        """SIGTERM and wait (clean shutdown); its exit status (0 when it was not running).
+        ``kill()`` is kill -9 (:class:`~moldau.devtools.processes.ChildProcess`)."""
+        code = self.wait_stopped(timeout)
+        return 0 if code is None else code
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

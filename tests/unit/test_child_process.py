@@ -55,3 +55,11 @@ def test_kill_is_kill_9() -> None:
 
 def test_brokers_and_zookeeper_servers_are_such_slots() -> None:
     assert issubclass(BrokerNode, ChildProcess) and issubclass(ZooKeeperNode, ChildProcess)
+
+
+def test_the_test_runners_are_such_slots_too() -> None:
+    from moldau.testing.proxy import ProxyProcess
+    from moldau.testing.runner import BrokerProcess
+
+    assert issubclass(BrokerProcess, ChildProcess) and issubclass(ProxyProcess, ChildProcess)
+    assert BrokerProcess().stop() == 0  # never started: nothing to stop
