@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import asyncio
 
-from kazoo.client import KazooClient
-
 from moldau.broker.metadata.channel import TopicSpec
 from moldau.broker.metadata.image import MetadataImage
 from moldau.broker.zk import layout
 from moldau.broker.zk.aio import AsyncZooKeeper
 from moldau.broker.zk.cluster_controller import ZkMetadataPlane
 from moldau.protocol.errors import ErrorCode
+from moldau.testing.zookeeper import expire_session
 
 from .cluster_support import (
     active,
@@ -147,14 +146,7 @@ def test_a_broker_whose_session_expired_reads_everything_again(zookeeper_connect
             controller = await active(nodes)
             other = next(n for n in nodes if n is not controller)
             session = other.zk.client.client_id
-
-            def expire() -> None:
-                thief = KazooClient(hosts=zookeeper_connect, client_id=session)
-                thief.start(30)
-                thief.stop()
-                thief.close()
-
-            await asyncio.to_thread(expire)
+            await asyncio.to_thread(expire_session, zookeeper_connect, session)
             await wait_for(lambda: other.broker_id not in controller.image.brokers,
                            "the expired broker's registration gone")
             # changes made while the broker had no session and no watches
@@ -212,14 +204,7 @@ def test_a_controller_whose_session_expires_stops_and_another_takes_over(
             old = await active(nodes)
             epoch = old.image.controller_epoch
             session = old.zk.client.client_id
-
-            def expire() -> None:
-                thief = KazooClient(hosts=zookeeper_connect, client_id=session)
-                thief.start(30)
-                thief.stop()
-                thief.close()
-
-            await asyncio.to_thread(expire)
+            await asyncio.to_thread(expire_session, zookeeper_connect, session)
             await wait_for(lambda: not old.plane.is_active_controller, "the old controller stops")
             new = await active([n for n in nodes if n is not old])
             assert new.image.controller_epoch == epoch + 1

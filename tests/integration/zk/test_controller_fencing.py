@@ -18,6 +18,7 @@ from moldau.broker.zk import layout
 from moldau.broker.zk.aio import AsyncZooKeeper
 from moldau.broker.zk.layout import ControllerEpoch, ControllerRegistration
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.testing.zookeeper import expire_session
 
 from .cluster_support import Node, active, converged, start_node, wait_for
 
@@ -80,10 +81,7 @@ def test_a_paused_controller_that_resumes_after_being_replaced_writes_nothing(
             # Block this loop (the "paused process") while the world moves on: the paused
             # broker's session is expired the standard way (a second client joins it and
             # closes it), then broker 2 wins the election (Kafka's multi-op).
-            thief = KazooClient(hosts=zookeeper_connect, client_id=session)
-            thief.start(30)
-            thief.stop()
-            thief.close()
+            expire_session(zookeeper_connect, session)
             successor.start(30)
             deadline = time.monotonic() + 30
             while successor.exists(layout.CONTROLLER) is not None:
