@@ -16,7 +16,6 @@ from moldau.broker.zk.admin_layout import (
     EntityConfig,
     ProducerIdBlock,
 )
-from moldau.broker.zk.aio import AsyncZooKeeper
 from moldau.broker.zk.layout import PartitionState, TopicAssignment
 from moldau.protocol.errors import ErrorCode
 
@@ -113,11 +112,7 @@ def test_a_topic_written_by_an_old_tool_is_completed_by_the_controller(
     the controller gives it an id and partition states, and every broker sees the topic."""
 
     async def scenario() -> None:
-        nodes: list[Node] = []
-        tool = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
-            await tool.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2)) as (nodes, tool):
             await active(nodes)
             await tool.create(layout.topic_config_path("legacy"),
                               EntityConfig({"retention.ms": "7"}).to_json())
@@ -134,10 +129,6 @@ def test_a_topic_written_by_an_old_tool_is_completed_by_the_controller(
                 assert {p: (s.leader, s.isr) for p, s in topic.partitions.items()} == {
                     0: (2, [2, 1]), 1: (1, [1, 2])}
                 assert node.image.topic_configs["legacy"] == {"retention.ms": "7"}
-        finally:
-            for node in nodes:
-                await node.close()
-            await tool.stop()
 
     asyncio.run(scenario())
 
@@ -168,11 +159,7 @@ def test_replicas_spread_over_racks_from_the_registrations(zookeeper_connect: st
 def test_znodes_that_are_not_kafkas_do_not_stop_the_brokers_following(
         zookeeper_connect: str) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        tool = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
-            await tool.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2)) as (nodes, tool):
             controller = await active(nodes)
             channel = controller.plane.controller
             [result] = await channel.create_topics([TopicSpec("kept", 2, 1)])
@@ -191,9 +178,5 @@ def test_znodes_that_are_not_kafkas_do_not_stop_the_brokers_following(
                 assert vars(node.image.topics_by_name["kept"].partitions[0]) == \
                     before[node.broker_id]
                 assert node.plane.sync._task is not None and not node.plane.sync._task.done()
-        finally:
-            for node in nodes:
-                await node.close()
-            await tool.stop()
 
     asyncio.run(scenario())
