@@ -28,13 +28,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..protocol import properties
-from .processes import child_env, die_with_parent, kill, terminate
+from .processes import ChildProcess, child_env, die_with_parent
 from .tail import complete_lines
 
 #: The broker's start-up line (moldau/broker/server.py): its cluster id and bound listeners.
 STARTED = re.compile(
     r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<listeners>[^ ,]+(?:, [^ ,]+)*)"
 )
+
+
+def parse_started(line: str) -> tuple[str, dict[str, int]] | None:
+    """The cluster id and the bound port of every listener (by name) that a broker's
+    start-up line reports; None for any other line. Give it complete lines only
+    (:func:`~.tail.complete_lines`): a half-written one would cut a port short."""
+    match = STARTED.search(line)
+    if match is None:
+        return None
+    ports = {part.split("://")[0]: int(part.rsplit(":", 1)[1])
+             for part in match["listeners"].split(", ")}
+    return match["cluster"], ports
 
 #: Keys every broker of a local cluster gets unless its spec says otherwise. There is no
 #: replication yet (one replica per partition), so Kafka's default of 3 replicas for the
@@ -100,9 +112,11 @@ class BrokerSpec:
     host: str = "127.0.0.1"
 
 
-class BrokerNode:
+class BrokerNode(ChildProcess):
     """A ``moldau serve`` process for one :class:`BrokerSpec`, in ``<base>/broker-<id>/``:
-    ``server.properties`` (properties style), ``data/`` (``log.dirs``), ``broker.log``."""
+    ``server.properties`` (properties style), ``data/`` (``log.dirs``), ``broker.log``.
+    ``pid``, ``running()``, ``wait_stopped()`` and ``kill()`` (no shutdown at all: its
+    ZooKeeper session lingers until it expires) come from :class:`~.processes.ChildProcess`."""
 
     def __init__(self, spec: BrokerSpec, base_dir: str | os.PathLike[str],
                  zookeeper_connect: str, *, style: str = "properties",
@@ -137,13 +151,6 @@ class BrokerNode:
     def log_path(self) -> Path:
         """The broker's stdout and stderr (its log lines)."""
         return self.dir / "broker.log"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def address(self, listener: str | None = None) -> str:
         """``host:port`` of a listener (the first one by default)."""
@@ -231,11 +238,9 @@ class BrokerNode:
         """True once the start-up line is in the log (from ``start_at``); raises
         :class:`BrokerStartError` if the process has exited."""
         for line in complete_lines(self.log_path, start_at):
-            match = STARTED.search(line)
-            if match:
-                self.cluster_id = match["cluster"]
-                self.bound = {part.split("://")[0]: int(part.rsplit(":", 1)[1])
-                              for part in match["listeners"].split(", ")}
+            started = parse_started(line)
+            if started is not None:
+                self.cluster_id, self.bound = started
                 return True
         if self.proc is not None and self.proc.poll() is not None:
             tail = self.log_tail(start=start_at)
@@ -275,21 +280,7 @@ class BrokerNode:
             self.proc.send_signal(signal.SIGCONT)  # a paused broker could not act on SIGTERM
             self.proc.send_signal(signal.SIGTERM)
 
-    def wait_stopped(self, timeout: float) -> int | None:
-        """Wait up to ``timeout`` s for the process to exit, then kill -9; its exit status."""
-        if self.proc is None:
-            return None
-        code = terminate(self.proc, timeout)
-        self.proc = None
-        return code
-
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM (a clean, controlled shutdown), kill -9 after ``timeout`` s."""
         self.terminate()
         return self.wait_stopped(timeout)
-
-    def kill(self) -> None:
-        """kill -9 (no shutdown at all: its ZooKeeper session lingers until it expires)."""
-        if self.proc is not None:
-            kill(self.proc)
-        self.proc = None

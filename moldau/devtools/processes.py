@@ -76,6 +76,36 @@ def kill(proc: subprocess.Popen[Any]) -> None:
         proc.wait()
 
 
+class ChildProcess:
+    """The process of one runner node (a broker, a ZooKeeper server) while it runs: ``proc``
+    is its ``Popen``, None before it starts and after it is stopped or killed. Stopping acts
+    on that process by its pid, never by name."""
+
+    proc: subprocess.Popen[Any] | None
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def wait_stopped(self, timeout: float) -> int | None:
+        """SIGTERM (if it still runs) and wait up to ``timeout`` s for the process to exit,
+        then kill -9; its exit status (None when there was no process)."""
+        if self.proc is None:
+            return None
+        code = terminate(self.proc, timeout)
+        self.proc = None
+        return code
+
+    def kill(self) -> None:
+        """kill -9, and reap it."""
+        if self.proc is not None:
+            kill(self.proc)
+        self.proc = None
+
+
 def pid_alive(pid: int) -> bool:
     """Whether a process with this pid exists (a zombie counts until it is reaped)."""
     try:

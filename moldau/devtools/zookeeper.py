@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .processes import die_with_parent, free_ports, kill, terminate
+from .processes import ChildProcess, die_with_parent, free_ports
 
 JAVA_DIR = Path("/usr/share/java")
 ZOOKEEPER_JAR = JAVA_DIR / "zookeeper.jar"
@@ -120,8 +120,9 @@ def server_mode(port: int, host: str = "127.0.0.1", timeout: float = 2.0) -> str
 
 
 @dataclass
-class ZooKeeperNode:
-    """One ZooKeeper server of an ensemble (or the standalone server), and its process."""
+class ZooKeeperNode(ChildProcess):
+    """One ZooKeeper server of an ensemble (or the standalone server), and its process
+    (``pid``, ``running()``, ``wait_stopped()``, ``kill()``: :class:`~.processes.ChildProcess`)."""
 
     server_id: int
     node_dir: Path
@@ -151,13 +152,6 @@ class ZooKeeperNode:
     def out_path(self) -> Path:
         """The JVM's stdout and stderr (start-up failures before log4j is set up land here)."""
         return self.node_dir / "java.out"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc is not None else None
-
-    def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
 
     def mode(self) -> str | None:
         """See :func:`server_mode`."""
@@ -290,17 +284,11 @@ class ZooKeeperEnsemble:
 
     def stop_node(self, node: ZooKeeperNode, timeout: float = 15.0) -> int | None:
         """SIGTERM one node (kill -9 after ``timeout``); its exit status."""
-        if node.proc is None:
-            return None
-        code = terminate(node.proc, timeout)
-        node.proc = None
-        return code
+        return node.wait_stopped(timeout)
 
     def kill_node(self, node: ZooKeeperNode) -> None:
         """kill -9 one node."""
-        if node.proc is not None:
-            kill(node.proc)
-        node.proc = None
+        node.kill()
 
     def start_node(self, node: ZooKeeperNode, timeout: float = 60.0, *,
                    wait: bool = True) -> None:

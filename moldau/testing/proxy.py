@@ -24,7 +24,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .processes import child_env, free_port, kill, terminate
+from ..devtools.processes import ChildProcess
+from .processes import child_env, free_port
 from .runner import BrokerProcess
 
 __all__ = ["UNREACHABLE_HOST", "ProxyProcess", "free_port", "proxied_broker",
@@ -33,7 +34,7 @@ __all__ = ["UNREACHABLE_HOST", "ProxyProcess", "free_port", "proxied_broker",
 UNREACHABLE_HOST = "broker.invalid"  # RFC 2606: never resolves
 
 
-class ProxyProcess:
+class ProxyProcess(ChildProcess):
     """A ``moldau proxy --json`` subprocess (127.0.0.1 and free ports unless ``args`` say
     otherwise); ``wrapper`` prefixes the command, e.g. to start it in a network namespace."""
 
@@ -119,19 +120,14 @@ class ProxyProcess:
                 self._cond.wait(min(left, 0.5))
 
     def stop(self, timeout: float = 15.0) -> int:
-        """SIGTERM and wait; returns the exit status."""
-        if self.proc is None:
+        """SIGTERM and wait; returns the exit status (0 when it was not running).
+        ``kill()`` is kill -9 (:class:`~moldau.devtools.processes.ChildProcess`)."""
+        code = self.wait_stopped(timeout)
+        if code is None:
             return 0
-        code = terminate(self.proc, timeout)
         if self._reader is not None:
             self._reader.join(5)
-        self.proc = None
         return code
-
-    def kill(self) -> None:
-        if self.proc is not None:
-            kill(self.proc)
-        self.proc = None
 
     def close(self) -> None:
         self.kill()

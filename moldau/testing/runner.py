@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -20,13 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..devtools.brokers import parse_started
+from ..devtools.processes import ChildProcess
 from ..protocol import properties
-from .processes import child_env, kill, terminate
+from .processes import child_env
 from .tail import complete_lines
-
-_STARTED = re.compile(
-    r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<listeners>[^ ,]+(?:, [^ ,]+)*)"
-)
 
 
 def _properties(settings: Mapping[str, Any]) -> str:
@@ -47,7 +44,7 @@ def default_settings(data_dir: Path, node_id: int = 1) -> dict[str, Any]:
     }
 
 
-class BrokerProcess:
+class BrokerProcess(ChildProcess):
     """A ``moldau serve`` subprocess (for tests that kill -9, restart, or use real clients)."""
 
     def __init__(
@@ -100,13 +97,9 @@ class BrokerProcess:
             # The broker is still writing its log: a half-written last line would give a
             # port cut short ("...:4" of ":45678").
             for line in complete_lines(self.log_path, start_at):
-                match = _STARTED.search(line)
-                if match:
-                    self.cluster_id = match["cluster"]
-                    self.ports = {
-                        part.split("://")[0]: int(part.rsplit(":", 1)[1])
-                        for part in match["listeners"].split(", ")
-                    }
+                started = parse_started(line)
+                if started is not None:
+                    self.cluster_id, self.ports = started
                     return self
             if self.proc.poll() is not None:
                 text_now = self.log_path.read_bytes()[start_at:].decode(errors="replace")
@@ -116,18 +109,10 @@ class BrokerProcess:
         raise TimeoutError(f"broker did not start within {timeout}s; log: {self.log_path}")
 
     def stop(self, timeout: float = 30.0) -> int:
-        """SIGTERM and wait (clean shutdown)."""
-        if self.proc is None:
-            return 0
-        code = terminate(self.proc, timeout)
-        self.proc = None
-        return code
-
-    def kill(self) -> None:
-        """kill -9."""
-        if self.proc is not None:
-            kill(self.proc)
-        self.proc = None
+        """SIGTERM and wait (clean shutdown); its exit status (0 when it was not running).
+        ``kill()`` is kill -9 (:class:`~moldau.devtools.processes.ChildProcess`)."""
+        code = self.wait_stopped(timeout)
+        return 0 if code is None else code
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

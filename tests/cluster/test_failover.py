@@ -13,37 +13,29 @@
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from moldau.broker.group.partitioning import partition_for
 from moldau.testing.cluster import BrokerCluster
+from moldau.testing.waiting import wait_for
 
 from .clients import kcat_metadata, require
 from .conftest import ClusterFactory
 
 OFFSETS_PARTITIONS = 6  # TEST_DEFAULTS' offsets.topic.num.partitions
 LEADER_NOT_AVAILABLE = 5
+# The conditions here are client round trips (a new admin client each): poll less often.
+wait_until = functools.partial(wait_for, interval=0.2)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _kcat_installed() -> None:
     require("kcat")
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll ``condition`` until it returns something truthy; that value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} after {timeout} s"
-        time.sleep(0.2)
 
 
 def admin(bootstrap: str) -> Any:

@@ -41,6 +41,22 @@ def test_the_brokers_were_configured_by_seed003_variables_only(
     assert len({node.cluster_id for node in seed003_cluster.brokers.values()}) == 1
 
 
+def test_brokers_configured_by_environment_claim_no_kraft_roles(
+        seed003_cluster: BrokerCluster) -> None:
+    # Kafka's ZooKeeper-mode brokers have no process.roles; the embedded defaults' single
+    # node roles (broker,controller) must not leak into a broker the environment configured
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": seed003_cluster.bootstrap(
+        "CONNECTIONS_FROM_HOST", [1])})
+    for broker_id in sorted(seed003_cluster.brokers):
+        resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+        configs = admin.describe_configs([resource])[resource].result(60)
+        assert configs["process.roles"].value in ("", None), (broker_id, configs["process.roles"])
+        assert configs["zookeeper.connect"].value == seed003_cluster.zookeeper_connect
+        assert configs["broker.id"].value == str(broker_id)
+
+
 @pytest.mark.parametrize("listener", LISTENERS)
 @pytest.mark.parametrize("client", list(CLIENTS))
 def test_every_client_sees_three_brokers_through_any_one(

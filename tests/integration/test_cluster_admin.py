@@ -6,9 +6,8 @@ and when the controller dies the channel follows the new one."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,18 +18,9 @@ from moldau.broker.metadata.forwarding import forwarding_client_id
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode as E
 from moldau.testing.runner import BrokerProcess
+from moldau.testing.waiting import wait_for
 
 _ZERO = uuid.UUID(int=0)
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def metadata(port: int, client_id: str = "test") -> dict[str, Any]:

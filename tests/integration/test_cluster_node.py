@@ -22,17 +22,8 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.testing.processes import closed_port
 from moldau.testing.runner import BrokerProcess
+from moldau.testing.waiting import wait_for
 from moldau.testing.zookeeper import ZooKeeperEnsemble
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode as E
 from moldau.testing.processes import closed_port
 from moldau.testing.runner import BrokerProcess, InProcessBroker
+from moldau.testing.waiting import wait_for
 
 
 def ask(port: int, broker_id: int) -> codec.ControlledShutdownResponse:
@@ -78,16 +79,6 @@ def cluster(tmp_path: Path, zookeeper_connect: str
     yield start
     for broker in started:
         broker.close()
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def metadata(port: int) -> dict[str, Any]:

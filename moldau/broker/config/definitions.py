@@ -13,6 +13,11 @@ _PROTOCOL_MAP_DEFAULT = (
     "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
 )
 
+#: Defaults that differ on a broker of a ZooKeeper cluster (``zookeeper.connect`` set), as
+#: raw strings: Kafka's ZooKeeper-mode brokers have no ``process.roles`` (an empty value is
+#: what puts a Kafka node in ZooKeeper mode), while the single node runs both roles.
+CLUSTER_MODE_DEFAULTS: dict[str, str] = {"process.roles": ""}
+
 BROKER_CONFIGS: list[ConfigDef] = [
     # --- identity and roles -------------------------------------------------------------
     ConfigDef("node.id", "int", -1, "Id of this node; -1 means use broker.id, else 1.",
@@ -21,8 +26,11 @@ BROKER_CONFIGS: list[ConfigDef] = [
               "ZooKeeper mode's name of node.id (KAFKA_BROKER_ID in Docker); setting both "
               "to different values is an error.", kafka="synonym of node.id"),
     ConfigDef("process.roles", "list", "broker,controller",
-              "Roles of this process; a single node runs both.",
-              [one_of("broker", "controller")]),
+              "Roles of this process; a single node runs both. A broker of a ZooKeeper "
+              "cluster (zookeeper.connect set) has none, and setting any there is an error.",
+              [one_of("broker", "controller")],
+              kafka="Kafka's default is empty, which means ZooKeeper mode; Moldau's mode "
+                    "follows zookeeper.connect"),
     ConfigDef("cluster.id", "string", None,
               "Cluster id; generated and stored in meta.properties on first start when unset.",
               nullable=True, kafka="Kafka sets it with kafka-storage format"),

@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from ...protocol import properties
-from .definitions import BROKER_BY_NAME, BROKER_CONFIGS, TOPIC_BY_NAME, TOPIC_CONFIGS
+from .definitions import (
+    BROKER_BY_NAME,
+    BROKER_CONFIGS,
+    CLUSTER_MODE_DEFAULTS,
+    TOPIC_BY_NAME,
+    TOPIC_CONFIGS,
+)
 from .listeners import ListenerConfig, resolve_listener_config
 from .types import ConfigError
 from .zookeeper import ZooKeeperConnect, parse_connect
@@ -85,6 +91,16 @@ class BrokerConfig:
     def cluster_mode(self) -> bool:
         """Whether this node is a broker of a ZooKeeper cluster (``zookeeper.connect`` set)."""
         return self.values.get("zookeeper.connect") is not None
+
+    @property
+    def mode_defaults(self) -> dict[str, Any]:
+        """Typed defaults that replace the definitions' in this node's mode (cluster mode:
+        :data:`~.definitions.CLUSTER_MODE_DEFAULTS`; a single node: none), so what
+        DescribeConfigs reports as a default is the value the node runs with."""
+        if not self.cluster_mode:
+            return {}
+        return {key: BROKER_BY_NAME[key].parse(text)
+                for key, text in CLUSTER_MODE_DEFAULTS.items()}
 
     @property
     def zookeeper(self) -> ZooKeeperConnect:
@@ -169,6 +185,7 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
             values[definition.name] = definition.parse(raw[definition.name])
         else:
             values[definition.name] = definition.default_value()
+    _check_process_roles(raw, values)
     config = BrokerConfig(values, set(raw) - set(unknown), unknown)
     _check_log_dirs(raw, values)
     if values["node.id"] >= 0 and values["broker.id"] >= 0 and (
@@ -189,6 +206,26 @@ def build_config(raw: Mapping[str, str]) -> BrokerConfig:
         controller_listener_names=values["controller.listener.names"],
     )
     return config
+
+
+def _check_process_roles(raw: Mapping[str, str], values: dict[str, Any]) -> None:
+    """A broker of a ZooKeeper cluster has no ``process.roles``: in Kafka an empty
+    ``process.roles`` is what makes a node run with ZooKeeper, and roles make it a KRaft node.
+    Moldau turns cluster mode on by ``zookeeper.connect``, so there the roles are empty
+    (whatever the single node's default), and roles set explicitly are an error rather than
+    a claim the node does not keep."""
+    if values["zookeeper.connect"] is None:
+        return
+    if "process.roles" in raw and values["process.roles"]:
+        raise ConfigError(
+            f"Invalid value {raw['process.roles']!r} for configuration process.roles: it "
+            f"names KRaft roles, but zookeeper.connect ({values['zookeeper.connect']}) makes "
+            f"this node a broker of a ZooKeeper cluster, and such brokers have no "
+            f"process.roles (as Kafka's ZooKeeper-mode brokers): remove process.roles, or "
+            f"remove zookeeper.connect for a single node")
+    for key, text in CLUSTER_MODE_DEFAULTS.items():
+        if key not in raw:
+            values[key] = BROKER_BY_NAME[key].parse(text)
 
 
 def _check_log_dirs(raw: Mapping[str, str], values: Mapping[str, Any]) -> None:
@@ -224,12 +261,23 @@ def load_config(
             raise ConfigError(f"Cannot read config file {path}: {exc}") from None
     env = os.environ if environ is None else environ
     from_env = {key: value for key, value in ((env_to_key(n), v) for n, v in env.items()) if key}
-    for layer in (from_env, parse_overrides(overrides)):
+    layers = (from_env, parse_overrides(overrides))
+    for layer in layers:
         _merge_layer(raw, layer)
+    if path is None and not any("process.roles" in layer for layer in layers):
+        _drop_single_node_roles(raw)
     config = build_config(raw)
     for key in config.unknown:
         log.warning("The configuration '%s' was supplied but isn't a known config.", key)
     return config
+
+
+def _drop_single_node_roles(raw: dict[str, str]) -> None:
+    """The embedded defaults describe the single node (a KRaft-style combined broker and
+    controller); a node the environment or overrides make a broker of a ZooKeeper cluster
+    (seed 003's ``KAFKA_ZOOKEEPER_CONNECT`` without a file) does not take their roles."""
+    if BROKER_BY_NAME["zookeeper.connect"].parse(raw.get("zookeeper.connect", "")) is not None:
+        raw.pop("process.roles", None)
 
 
 def _merge_layer(raw: dict[str, str], layer: Mapping[str, str]) -> None:

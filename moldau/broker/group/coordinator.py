@@ -82,6 +82,8 @@ class GroupCoordinator:
         self.shards: dict[int, GroupShard] = {}
         self.loading: set[int] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
+        # The pending creation of __consumer_offsets that lookups join (group/service.py).
+        self.offsets_topic_creation: asyncio.Task[Any] | None = None
         self.classic = ClassicProtocol(self)
         self.consumer = ConsumerProtocol(self)
         self.offsets = OffsetManager(self)

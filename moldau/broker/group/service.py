@@ -8,10 +8,19 @@ it stops (:func:`moldau.broker.startup.close_node`).
 ``__consumer_offsets`` is created with ``offsets.topic.*`` settings on the first
 FindCoordinator for a group, as Kafka does (its logs are created in one batch, so even 50
 partitions take well under a second).
+
+A lookup never waits long on the controller. Kafka's broker sends the creation to the
+controller in the background and answers COORDINATOR_NOT_AVAILABLE at once (clients retry).
+Moldau runs the creation as a background task of the coordinator (one at a time: later lookups
+join it) and waits for it at most :data:`OFFSETS_TOPIC_CREATION_WAIT_S`, so the single node,
+whose controller answers in milliseconds, still answers the first lookup with its coordinator,
+while a cluster whose controller is frozen, gone or still being elected answers
+COORDINATOR_NOT_AVAILABLE within that bound instead of the forwarding channel's 30 s.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +44,10 @@ log = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+
+#: How long a FindCoordinator waits for the creation of ``__consumer_offsets`` before it
+#: answers COORDINATOR_NOT_AVAILABLE (the creation goes on; the client's retry finds it).
+OFFSETS_TOPIC_CREATION_WAIT_S = 1.0
 
 
 def coordinator_of(broker: BrokerContext) -> GroupCoordinator:
@@ -77,11 +90,14 @@ def follow_fence(coordinator: GroupCoordinator, replicas: ReplicaManager) -> Non
     replicas.leadership_listeners.append(coordinator.sync_leadership)
 
 
-async def ensure_offsets_topic(image: MetadataImage, controller: ControllerChannel,
-                               config: GroupConfig) -> tuple[ErrorCode, str | None]:
+async def ensure_offsets_topic(coordinator: GroupCoordinator, image: MetadataImage,
+                               controller: ControllerChannel, *,
+                               wait_s: float = OFFSETS_TOPIC_CREATION_WAIT_S,
+                               ) -> tuple[ErrorCode, str | None]:
     """Create ``__consumer_offsets`` if it does not exist yet (through the controller, with
     ``offsets.topic.num.partitions`` and ``offsets.topic.replication.factor``); the error and
-    message a FindCoordinator gets when it cannot be.
+    message a FindCoordinator gets when it cannot be, or is not created within ``wait_s``
+    (the creation then goes on in the background of ``coordinator``).
 
     Kafka (since 0.11, KIP-115) refuses to create it while fewer brokers are alive than
     ``offsets.topic.replication.factor`` (COORDINATOR_NOT_AVAILABLE, which clients retry: a
@@ -90,6 +106,7 @@ async def ensure_offsets_topic(image: MetadataImage, controller: ControllerChann
     works with Kafka's default of 3 as it always has."""
     if OFFSETS_TOPIC in image.topics_by_name:
         return ErrorCode.none, None
+    config = coordinator.config
     live = len(image.live_brokers())
     wanted = config.offsets_topic_replication_factor
     if live == 0:
@@ -110,6 +127,22 @@ async def ensure_offsets_topic(image: MetadataImage, controller: ControllerChann
                  "segment.bytes": str(config.offsets_topic_segment_bytes),
                  "compression.type": "producer"},
     )
+    creation = coordinator.offsets_topic_creation
+    if creation is None or creation.done():
+        creation = coordinator.spawn(_create_offsets_topic(controller, spec))
+        coordinator.offsets_topic_creation = creation
+    try:
+        # shield: a lookup that stops waiting (or whose client goes away) leaves the
+        # creation running for the next one
+        return await asyncio.wait_for(asyncio.shield(creation), wait_s)
+    except TimeoutError:
+        return (ErrorCode.coordinator_not_available,
+                f"{OFFSETS_TOPIC} is being created through the active controller, which has "
+                f"not answered within {int(wait_s * 1000)} ms; retry")
+
+
+async def _create_offsets_topic(controller: ControllerChannel,
+                                spec: TopicSpec) -> tuple[ErrorCode, str | None]:
     result = (await controller.create_topics([spec]))[0]
     if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
         log.warning("could not create %s: %s", OFFSETS_TOPIC, result.message)
@@ -149,8 +182,8 @@ async def find_coordinator(broker: BrokerContext, key: str, key_type: int,
         coordinator = coordinator_of(broker)
     except GroupError as exc:
         return CoordinatorAnswer(exc.code, exc.message)
-    error, message = await ensure_offsets_topic(broker.image, broker.controller,
-                                                coordinator.config)
+    error, message = await ensure_offsets_topic(coordinator, broker.image,
+                                                broker.controller)
     if error:
         return CoordinatorAnswer(error, message)
     image = broker.image

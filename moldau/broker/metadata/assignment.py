@@ -24,7 +24,7 @@ as :class:`AssignmentError` with the code Kafka answers.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from ...protocol.errors import ErrorCode, KafkaError
 
@@ -72,27 +72,31 @@ def _replica_index(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
 
-def _starts(n: int, fixed_start_index: int, rng: random.Random) -> tuple[int, int]:
+def _placements(n: int, partitions: int, fixed_start_index: int, start_partition_id: int,
+                rng: random.Random) -> Iterator[tuple[int, int, int]]:
+    """(partition id, index of its first replica among the ``n`` brokers, follower shift) of
+    each partition to place, as both of Kafka's assignments step: round robin from a start
+    index, the followers shifted by one more each time the partitions wrap around."""
     if fixed_start_index >= 0:
-        return fixed_start_index, fixed_start_index
-    return rng.randrange(n), rng.randrange(n)
+        start = shift = fixed_start_index
+    else:
+        start, shift = rng.randrange(n), rng.randrange(n)
+    partition = max(0, start_partition_id)
+    for _ in range(partitions):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        yield partition, (partition + start) % n, shift
+        partition += 1
 
 
 def _rack_unaware(brokers: list[int], partitions: int, factor: int, fixed_start_index: int,
                   start_partition_id: int, rng: random.Random) -> dict[int, list[int]]:
     n = len(brokers)
-    start, shift = _starts(n, fixed_start_index, rng)
-    partition = max(0, start_partition_id)
-    result = {}
-    for _ in range(partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start) % n
-        replicas = [brokers[first]]
-        replicas += [brokers[_replica_index(first, shift, j, n)] for j in range(factor - 1)]
-        result[partition] = replicas
-        partition += 1
-    return result
+    return {
+        partition: [brokers[first],
+                    *(brokers[_replica_index(first, shift, j, n)] for j in range(factor - 1))]
+        for partition, first, shift in _placements(n, partitions, fixed_start_index,
+                                                   start_partition_id, rng)}
 
 
 def rack_alternated(racks: dict[int, str]) -> list[int]:
@@ -118,13 +122,9 @@ def _rack_aware(racks: dict[int, str], partitions: int, factor: int, fixed_start
     arranged = rack_alternated(racks)
     n = len(arranged)
     num_racks = len(set(racks.values()))
-    start, shift = _starts(n, fixed_start_index, rng)
-    partition = max(0, start_partition_id)
     result = {}
-    for _ in range(partitions):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start) % n
+    for partition, first, shift in _placements(n, partitions, fixed_start_index,
+                                               start_partition_id, rng):
         leader = arranged[first]
         replicas = [leader]
         racks_used, brokers_used = {racks[leader]}, {leader}
@@ -143,5 +143,4 @@ def _rack_aware(racks: dict[int, str], partitions: int, factor: int, fixed_start
                     brokers_used.add(broker)
                     break
         result[partition] = replicas
-        partition += 1
     return result

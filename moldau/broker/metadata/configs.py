@@ -247,12 +247,15 @@ def broker_levels(image: MetadataImage, broker_config: BrokerConfig) -> list[Lev
     cluster_default = image.configs_of(BROKER_RESOURCE, "")
     static = {k: broker_config.values[k] for k in broker_config.explicit
               if k in BROKER_BY_NAME and broker_config.values.get(k) is not None}
+    # the defaults of the node's mode (a cluster broker has no process.roles)
+    mode_defaults = broker_config.mode_defaults
+    defaults = {**_broker_defaults(), **mode_defaults} if mode_defaults else _broker_defaults()
     return [
         Level(ConfigSource.DYNAMIC_BROKER_CONFIG, _typed(per_broker), per_broker),
         Level(ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, _typed(cluster_default),
               cluster_default),
         Level(ConfigSource.STATIC_BROKER_CONFIG, static, {}),
-        Level(ConfigSource.DEFAULT_CONFIG, _broker_defaults(), {}),
+        Level(ConfigSource.DEFAULT_CONFIG, defaults, {}),
     ]
 
 

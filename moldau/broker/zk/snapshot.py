@@ -34,7 +34,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kazoo.protocol.states import ZnodeStat
 
@@ -67,6 +67,7 @@ from .layout import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CONFIG_TOPICS_PATH = f"{layout.CONFIG}/{layout.CONFIG_TOPICS}"
 CONFIG_BROKERS_PATH = f"{layout.CONFIG}/{layout.CONFIG_BROKERS}"
@@ -180,17 +181,25 @@ def _memoized(memo: Memo | None, path: str, znode: tuple[bytes, ZnodeStat],
     return value
 
 
+def _or_skip(what: str, decoder: Callable[[], T]) -> T | None:
+    """``decoder()``, or None with a warning naming ``what`` when its znode is not in Kafka's
+    format: one malformed znode (written by hand, or by another tool) is left out of the
+    cluster state, never fatal to the reader."""
+    try:
+        return decoder()
+    except ZNodeFormatError as exc:
+        log.warning("ignoring %s: %s", what, exc)
+        return None
+
+
 def decode_assignment(topic: str, znode: Znode, memo: Memo | None = None
                       ) -> TopicAssignment | None:
     """``/brokers/topics/<topic>`` decoded; None if missing or not in Kafka's format."""
     if znode is None:
         return None
-    try:
-        return _memoized(memo, layout.topic_path(topic), znode,
-                         lambda: TopicAssignment.from_json(znode[0], topic))
-    except ZNodeFormatError as exc:
-        log.warning("ignoring topic %s: %s", topic, exc)
-        return None
+    return _or_skip(f"topic {topic}", lambda: _memoized(
+        memo, layout.topic_path(topic), znode,
+        lambda: TopicAssignment.from_json(znode[0], topic)))
 
 
 def decode(data: Mapping[str, Znode], children: Mapping[str, list[str]],
@@ -199,24 +208,22 @@ def decode(data: Mapping[str, Znode], children: Mapping[str, list[str]],
     state = ClusterState()
     controller = data.get(layout.CONTROLLER)
     if controller is not None:
-        try:
-            state.controller_id = ControllerRegistration.from_json(controller[0]).broker_id
-        except ZNodeFormatError as exc:
-            log.warning("ignoring %s: %s", layout.CONTROLLER, exc)
+        registered = _or_skip(layout.CONTROLLER,
+                              lambda: ControllerRegistration.from_json(controller[0]))
+        if registered is not None:
+            state.controller_id = registered.broker_id
     epoch = data.get(layout.CONTROLLER_EPOCH)
     if epoch is not None:
-        try:
-            state.controller_epoch = ControllerEpoch.from_json(epoch[0]).epoch
-        except ZNodeFormatError as exc:
-            log.warning("ignoring %s: %s", layout.CONTROLLER_EPOCH, exc)
+        stored = _or_skip(layout.CONTROLLER_EPOCH, lambda: ControllerEpoch.from_json(epoch[0]))
+        if stored is not None:
+            state.controller_epoch = stored.epoch
     for broker_id in _broker_ids(children.get(layout.BROKER_IDS, ())):
         znode = data.get(layout.broker_path(broker_id))
         if znode is None:
             continue
-        try:
-            registration = BrokerRegistration.from_json(znode[0], broker_id)
-        except ZNodeFormatError as exc:
-            log.warning("ignoring broker %d: %s", broker_id, exc)
+        registration = _or_skip(f"broker {broker_id}", lambda z=znode, b=broker_id: (
+            BrokerRegistration.from_json(z[0], b)))
+        if registration is None:
             continue
         state.brokers[broker_id] = ZkBroker(registration,
                                             incarnation_of(broker_id, znode[1].czxid))
@@ -230,14 +237,14 @@ def decode(data: Mapping[str, Znode], children: Mapping[str, list[str]],
             znode = data.get(path)
             if znode is None:
                 continue
-            try:
-                partition = _memoized(memo, path, znode, lambda z=znode, t=topic, p=p: (
-                    PartitionState.from_json(z[0], t, p)))
-            except ZNodeFormatError as exc:
-                log.warning("ignoring partition %s-%d: %s", topic, p, exc)
+            partition = _or_skip(f"partition {topic}-{p}", lambda path=path, z=znode, t=topic,
+                                 p=p: _memoized(memo, path, z, lambda: (
+                                     PartitionState.from_json(z[0], t, p))))
+            if partition is None:
                 continue
             state.partitions[(topic, p)] = ZkPartition(partition, znode[1].version)
-        config = _entity_config(data.get(layout.topic_config_path(topic)))
+        path = layout.topic_config_path(topic)
+        config = _entity_config(data.get(path), path)
         if config:
             state.topic_configs[topic] = config
     for child in children.get(CONFIG_BROKERS_PATH, ()):
@@ -250,21 +257,16 @@ def decode(data: Mapping[str, Znode], children: Mapping[str, list[str]],
             state.broker_configs[broker_config_name(child)] = config
     block = data.get(layout.LATEST_PRODUCER_ID_BLOCK)
     if block is not None and block[0]:
-        try:
-            state.producer_id_block = ProducerIdBlock.from_json(block[0])
-        except ZNodeFormatError as exc:
-            log.warning("ignoring %s: %s", layout.LATEST_PRODUCER_ID_BLOCK, exc)
+        state.producer_id_block = _or_skip(layout.LATEST_PRODUCER_ID_BLOCK,
+                                           lambda: ProducerIdBlock.from_json(block[0]))
     return state
 
 
-def _entity_config(znode: Znode, path: str = "/config/topics/...") -> dict[str, str]:
+def _entity_config(znode: Znode, path: str) -> dict[str, str]:
     if znode is None:
         return {}
-    try:
-        return dict(EntityConfig.from_json(znode[0], path).config)
-    except ZNodeFormatError as exc:
-        log.warning("ignoring %s", exc)
-        return {}
+    config = _or_skip(path, lambda: dict(EntityConfig.from_json(znode[0], path).config))
+    return config or {}
 
 
 # -- the diff ---------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Regenerate the live fuzzer's seed corpus (requests.corpus) from real clients.
 
-    .venv/bin/python -m tests.faults.fuzz.capture [--out PATH]
+    .venv/bin/python -m tests.faults.fuzz.capture [--out PATH] [--missing-only]
 
 Starts a ``moldau serve`` subprocess behind a recording relay (the broker advertises the
 relay, so every connection goes through it), runs a workload with each real client —
@@ -9,8 +9,10 @@ confluent-kafka (produce with every codec, a classic group and a KIP-848
 kafkajs — and records every request frame they send. Then, for every (api key, version) the
 broker serves that no client sent, it builds a request from kio entities: a captured request
 of the same API at another version converted field by field, or a plausible body written
-below. The result is written with :func:`.corpus.write_corpus` and a table of which client
-covered what is printed.
+below (``--missing-only`` does just this for an existing corpus: it adds seeds for APIs and
+versions served since it was captured, and leaves the captured frames as they are). The
+result is written with :func:`.corpus.write_corpus` and a table of which client covered what
+is printed.
 
 The workloads use the topic and group names of :mod:`.corpus` so the seeds address topics
 the fuzz run creates. Failures of single client steps are printed and skipped: a client that
@@ -48,7 +50,16 @@ from moldau.protocol.messages import (
 from moldau.testing.processes import free_port
 from moldau.testing.runner import BrokerProcess
 
-from .corpus import CORPUS_PATH, FREE_TOPICS, GROUPS, PLAYGROUND_TOPICS, Seed, write_corpus
+from .corpus import (
+    CORPUS_PATH,
+    FREE_TOPICS,
+    GROUPS,
+    PLAYGROUND_TOPICS,
+    Seed,
+    read_corpus,
+    write_corpus,
+)
+from .mutate import HAND_CODED
 
 ROOT = Path(__file__).resolve().parents[3]
 JS_DIR = ROOT / "tests" / "compat" / "js"
@@ -523,12 +534,26 @@ TEMPLATES: dict[int, dict[str, Any]] = {
         "server_assignor": None, "topic_partitions": []},
     ApiKey.CONSUMER_GROUP_DESCRIBE: {"group_ids": [GROUPS[2]],
                                      "include_authorized_operations": False},
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: {"replica_id": -1, "topics": [
+        {"topic": "fuzz-a", "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0},
+            {"partition": 1, "current_leader_epoch": 0, "leader_epoch": 0}]}]},
+    ApiKey.DESCRIBE_PRODUCERS: {"topics": [{"name": "fuzz-a", "partition_indexes": [0, 1]}]},
+    # A broker asking the controller for a block of producer ids (the fuzz broker is node 1).
+    ApiKey.ALLOCATE_PRODUCER_IDS: {"broker_id": 1, "broker_epoch": -1},
 }
 
 
 def built_seed(api_key: int, version: int, examples: list[Seed]) -> Seed | None:
     """A request of ``(api_key, version)``: the captured example of the nearest version
-    converted field by field, else :data:`TEMPLATES` (None when neither encodes)."""
+    converted field by field, else :data:`TEMPLATES` (None when neither encodes). APIs
+    without a kio schema are written by their hand-coded codec
+    (:data:`~.mutate.HAND_CODED`)."""
+    hand_coded = HAND_CODED.get(api_key)
+    if hand_coded is not None:
+        frame = hand_coded.encode(version, "fuzz-built", hand_coded.template)
+        parse_frame(frame)
+        return Seed("built", frame)
     schema = request_schema(api_key, version)
     assert schema is not None
     candidates: list[Any] = []
@@ -610,10 +635,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=CORPUS_PATH)
     parser.add_argument("--clients", default=",".join(WORKLOADS),
                         help="comma-separated subset of " + ", ".join(WORKLOADS))
+    parser.add_argument("--missing-only", action="store_true",
+                        help="keep the corpus at --out as it is and only add built seeds for "
+                             "the (api key, version)s it lacks (APIs added since the last "
+                             "capture), without running the clients")
     args = parser.parse_args(argv)
-    with _quiet_logs():
-        frames = capture([c for c in args.clients.split(",") if c])
-    seeds = select(frames)
+    if args.missing_only:
+        seeds = read_corpus(args.out)
+    else:
+        with _quiet_logs():
+            frames = capture([c for c in args.clients.split(",") if c])
+        seeds = select(frames)
     captured = {(s.api_key, s.api_version) for s in seeds}
     by_api: dict[int, list[Seed]] = collections.defaultdict(list)
     for seed in seeds:

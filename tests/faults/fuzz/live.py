@@ -57,7 +57,6 @@ from typing import Any
 
 from moldau.broker.dispatch import load_handlers
 from moldau.protocol.api_keys import ApiKey
-from moldau.protocol.messages import decode_response
 from moldau.protocol.produce_request import ProduceRequestData
 from moldau.testing.runner import BrokerProcess
 from tests.integration.broker_wire import Wire, create_topic
@@ -69,7 +68,7 @@ from .endchecks import final_checks
 from .findings import Findings
 from .inputs import KNOWN, Inputs, parse_known
 from .ledger import Ledger
-from .mutate import Pools, RequestMutator, encode
+from .mutate import Pools, RequestMutator, decode_any_response, encode
 from .replay import replay
 from .support import (
     HANDLER_FAILED,
@@ -411,7 +410,7 @@ class Fuzzer:
                          [(item.n, item.payload)])
         version = 0 if item.fallback else item.version
         try:
-            _cid, response = decode_response(item.api_key, version, frame)
+            _cid, response = decode_any_response(item.api_key, version, frame)
         except Exception as exc:
             self.finding("protocol", f"malformed response {item.api_key}v{version}",
                          f"{type(exc).__name__}: {exc}; response {frame[:64].hex()}",

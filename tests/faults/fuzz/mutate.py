@@ -28,11 +28,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from moldau.protocol import controlled_shutdown
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.entities import build, to_dict
 from moldau.protocol.messages import (
     decode_request,
     decode_request_header,
+    decode_response,
     encode_body,
     is_flexible,
     request_schema,
@@ -120,6 +122,65 @@ class Pools:
         if r < 0.9:
             return uuid.UUID(int=rng.getrandbits(128))
         return uuid.UUID(int=(1 << 128) - 1)
+
+
+# --- APIs kio has no schema for --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ControlledShutdownBody:
+    """ControlledShutdown's request fields, typed as kio's entities are so the mutator
+    changes them like any other field (the broker's codec is hand-written:
+    :mod:`moldau.protocol.controlled_shutdown`)."""
+
+    broker_id: int = field(metadata={"kafka_type": "int32"})
+    broker_epoch: int = field(default=-1, metadata={"kafka_type": "int64"})
+
+
+@dataclass(frozen=True)
+class HandCodedApi:
+    """How the fuzzer reads, writes and checks an API whose codec is hand-written."""
+
+    body: type
+    #: The body of a built seed.
+    template: Any
+    #: (version, frame, body offset after the header's tagged fields) -> body.
+    decode_body: Callable[[int, bytes, int], Any]
+    #: (version, client id, body) -> request frame without its size prefix.
+    encode: Callable[[int, str | None, Any], bytes]
+    #: (version, response frame without size prefix) -> (correlation id, response);
+    #: ValueError when it is not one.
+    decode_response: Callable[[int, bytes], tuple[int, Any]]
+
+
+def _controlled_shutdown_body(version: int, frame: bytes, offset: int) -> ControlledShutdownBody:
+    request = controlled_shutdown.decode_request_body(version, frame, offset, header_tags=False)
+    return ControlledShutdownBody(request.broker_id, request.broker_epoch)
+
+
+def _controlled_shutdown_frame(version: int, client_id: str | None,
+                               body: ControlledShutdownBody) -> bytes:
+    request = controlled_shutdown.ControlledShutdownRequest(body.broker_id, body.broker_epoch)
+    return controlled_shutdown.encode_request(version, 0, client_id, request)[4:]
+
+
+#: Hand-coded APIs by key. ControlledShutdown's template names the fuzz broker (node 1): it
+#: is its own controller and answers with what it leads (a single node moves nothing).
+HAND_CODED: dict[int, HandCodedApi] = {
+    ApiKey.CONTROLLED_SHUTDOWN: HandCodedApi(
+        ControlledShutdownBody, ControlledShutdownBody(broker_id=1, broker_epoch=-1),
+        _controlled_shutdown_body, _controlled_shutdown_frame,
+        controlled_shutdown.decode_response),
+}
+
+
+def decode_any_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation id, response) of a response frame, whether kio or a hand-written codec
+    reads it; raises when the frame is not a response of ``(api_key, version)``."""
+    hand_coded = HAND_CODED.get(api_key)
+    if hand_coded is not None:
+        return hand_coded.decode_response(version, frame)
+    return decode_response(api_key, version, frame)
 
 
 # --- the shape of kio entities -------------------------------------------------------------
@@ -255,7 +316,10 @@ class RequestMutator:
                 continue
             try:
                 header, offset = decode_request_header(seed.frame)
-                if seed.api_key == ApiKey.PRODUCE:
+                hand_coded = HAND_CODED.get(seed.api_key)
+                if hand_coded is not None:
+                    entity = hand_coded.decode_body(seed.api_version, seed.frame, offset)
+                elif seed.api_key == ApiKey.PRODUCE:
                     schema = request_schema(seed.api_key, seed.api_version)
                     entity = _kio_read(schema, seed.frame, offset)
                 else:
@@ -325,6 +389,8 @@ class RequestMutator:
     def other_version(self, api_key: int, version: int, entity: Any) -> tuple[int, Any]:
         lo, hi = self.served[api_key]
         target = self.rng.randint(lo, hi)
+        if api_key in HAND_CODED:
+            return target, entity  # one body class serves every version
         schema = request_schema(api_key, target)
         try:
             return target, build(schema, to_dict(entity))
@@ -534,6 +600,11 @@ def _kio_read(schema: Any, frame: bytes, offset: int) -> Any:
 def encode(api_key: int, version: int, client_id: str | None, entity: Any,
            correlation_id: int = 0) -> bytes:
     """A request frame without its size prefix."""
+    hand_coded = HAND_CODED.get(api_key)
+    if hand_coded is not None and isinstance(entity, hand_coded.body):
+        frame = bytearray(hand_coded.encode(version, client_id, entity))
+        struct.pack_into(">i", frame, 4, correlation_id)
+        return bytes(frame)
     parts = [_HEAD.pack(api_key, version, correlation_id)]
     if client_id is None:
         parts.append(_I16.pack(-1))

@@ -5,8 +5,9 @@ image — no logs, no listeners, just the metadata plane."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 
 from moldau.broker.metadata.image import MetadataImage
@@ -67,6 +68,25 @@ async def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 30
     while not predicate():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def started_nodes(connect: str, broker_ids: Iterable[int]
+                        ) -> AsyncIterator[tuple[list[Node], AsyncZooKeeper]]:
+    """Nodes ``broker_ids`` started on ``connect``, and a session of the test's own to read
+    ZooKeeper with. On the way out every node then in the list (a test may remove and add
+    some) is closed and the reader stopped, also when a start failed halfway."""
+    nodes: list[Node] = []
+    reader = AsyncZooKeeper(connect)
+    try:
+        for broker_id in broker_ids:
+            nodes.append(await start_node(connect, broker_id))
+        await reader.start(30)
+        yield nodes, reader
+    finally:
+        for node in nodes:
+            await node.close()
+        await reader.stop()
 
 
 async def active(nodes: list[Node], timeout: float = 30.0) -> Node:

@@ -19,7 +19,7 @@ from kazoo.retry import KazooRetry
 
 from moldau.broker.zk.aio import RECONNECT, AsyncZooKeeper, TransactionFailed
 from moldau.testing.processes import closed_port
-from moldau.testing.zookeeper import ZooKeeperEnsemble
+from moldau.testing.zookeeper import ZooKeeperEnsemble, expire_session
 
 
 def _run(connect: str, body: Callable[[AsyncZooKeeper], Awaitable[Any]],
@@ -117,14 +117,7 @@ def test_session_expiry_fires_watches_and_reaches_the_state_listener(
         old_session = zk.session_id
         # expire the session the standard way: a second client joins it and closes it
         session_id, password = zk.client.client_id
-
-        def expire() -> None:
-            thief = KazooClient(hosts=zk.hosts, client_id=(session_id, password))
-            thief.start(30)
-            thief.stop()
-            thief.close()
-
-        await asyncio.to_thread(expire)
+        await asyncio.to_thread(expire_session, zk.hosts, (session_id, password))
         event = await asyncio.wait_for(watch, 30)
         assert event.type == EventType.NONE  # "re-read everything": the session is gone
         await asyncio.wait_for(lost.wait(), 30)

@@ -8,22 +8,21 @@ from __future__ import annotations
 
 import asyncio
 
-from kazoo.client import KazooClient
-
 from moldau.broker.metadata.channel import TopicSpec
 from moldau.broker.metadata.image import MetadataImage
 from moldau.broker.zk import layout
 from moldau.broker.zk.aio import AsyncZooKeeper
 from moldau.broker.zk.cluster_controller import ZkMetadataPlane
 from moldau.protocol.errors import ErrorCode
+from moldau.testing.zookeeper import expire_session
 
 from .cluster_support import (
-    Node,
     active,
     bootstrap,
     converged,
     register,
     start_node,
+    started_nodes,
     wait_for,
 )
 
@@ -36,11 +35,7 @@ def _partitions(image: MetadataImage, topic: str) -> dict[int, tuple[int, list[i
 
 def test_leaders_follow_brokers_leaving_and_returning(zookeeper_connect: str) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        reader = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2, 3)]
-            await reader.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2, 3)) as (nodes, reader):
             controller = await active(nodes)
             channel = controller.plane.controller
             results = await channel.create_topics([TopicSpec("single", 6, 1),
@@ -88,21 +83,13 @@ def test_leaders_follow_brokers_leaving_and_returning(zookeeper_connect: str) ->
             for p, (leader, isr, epoch) in _partitions(victim.image, "single").items():
                 if single[p][0] == vid:
                     assert (leader, isr, epoch) == (vid, [vid], single[p][2] + 2)
-        finally:
-            for node in nodes:
-                await node.close()
-            await reader.stop()
 
     asyncio.run(scenario())
 
 
 def test_a_new_controller_is_elected_when_the_controller_dies(zookeeper_connect: str) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        reader = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2, 3)]
-            await reader.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2, 3)) as (nodes, reader):
             old = await active(nodes)
             [result] = await old.plane.controller.create_topics([TopicSpec("before", 3, 1)])
             assert result.error == ErrorCode.none
@@ -122,21 +109,13 @@ def test_a_new_controller_is_elected_when_the_controller_dies(zookeeper_connect:
                 for p, (leader, _, _) in _partitions(node.image, "before").items():
                     assert leader == (-1 if leaders[p][0] == old.broker_id else leaders[p][0])
             await old.plane.stop()
-        finally:
-            for node in nodes:
-                await node.close()
-            await reader.stop()
 
     asyncio.run(scenario())
 
 
 def test_controlled_shutdown_moves_leadership_off(zookeeper_connect: str) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        reader = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2, 3)]
-            await reader.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2, 3)) as (nodes, reader):
             controller = await active(nodes)
             leaving = next(n for n in nodes if n is not controller).broker_id
             results = await controller.plane.controller.create_topics([
@@ -157,32 +136,17 @@ def test_controlled_shutdown_moves_leadership_off(zookeeper_connect: str) -> Non
                 assert getattr(exc, "code", None) == ErrorCode.not_controller
             else:
                 raise AssertionError("a broker that is not the controller moved leadership")
-        finally:
-            for node in nodes:
-                await node.close()
-            await reader.stop()
 
     asyncio.run(scenario())
 
 
 def test_a_broker_whose_session_expired_reads_everything_again(zookeeper_connect: str) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        reader = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
-            await reader.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2)) as (nodes, reader):
             controller = await active(nodes)
             other = next(n for n in nodes if n is not controller)
             session = other.zk.client.client_id
-
-            def expire() -> None:
-                thief = KazooClient(hosts=zookeeper_connect, client_id=session)
-                thief.start(30)
-                thief.stop()
-                thief.close()
-
-            await asyncio.to_thread(expire)
+            await asyncio.to_thread(expire_session, zookeeper_connect, session)
             await wait_for(lambda: other.broker_id not in controller.image.brokers,
                            "the expired broker's registration gone")
             # changes made while the broker had no session and no watches
@@ -200,10 +164,6 @@ def test_a_broker_whose_session_expired_reads_everything_again(zookeeper_connect
             assert result.error == ErrorCode.none, result
             await wait_for(lambda: "later" in other.image.topics_by_name, "the new topic")
             await converged(reader, nodes)
-        finally:
-            for node in nodes:
-                await node.close()
-            await reader.stop()
 
     asyncio.run(scenario())
 
@@ -240,22 +200,11 @@ def test_only_a_registered_broker_competes_and_deleting_controller_reelects(
 def test_a_controller_whose_session_expires_stops_and_another_takes_over(
         zookeeper_connect: str) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        reader = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
-            await reader.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2)) as (nodes, reader):
             old = await active(nodes)
             epoch = old.image.controller_epoch
             session = old.zk.client.client_id
-
-            def expire() -> None:
-                thief = KazooClient(hosts=zookeeper_connect, client_id=session)
-                thief.start(30)
-                thief.stop()
-                thief.close()
-
-            await asyncio.to_thread(expire)
+            await asyncio.to_thread(expire_session, zookeeper_connect, session)
             await wait_for(lambda: not old.plane.is_active_controller, "the old controller stops")
             new = await active([n for n in nodes if n is not old])
             assert new.image.controller_epoch == epoch + 1
@@ -273,9 +222,5 @@ def test_a_controller_whose_session_expires_stops_and_another_takes_over(
             await converged(reader, nodes)
             assert old.image.controller_id == new.broker_id
             assert not old.plane.is_active_controller
-        finally:
-            for node in nodes:
-                await node.close()
-            await reader.stop()
 
     asyncio.run(scenario())

@@ -15,20 +15,16 @@ from kazoo.client import KazooClient, KazooState
 from moldau.broker.metadata.channel import TopicSpec
 from moldau.broker.metadata.records import PartitionRecord, TopicRecord
 from moldau.broker.zk import layout
-from moldau.broker.zk.aio import AsyncZooKeeper
 from moldau.broker.zk.layout import ControllerEpoch, ControllerRegistration
 from moldau.protocol.errors import ErrorCode, KafkaError
+from moldau.testing.zookeeper import expire_session
 
-from .cluster_support import Node, active, converged, start_node, wait_for
+from .cluster_support import active, converged, start_node, started_nodes, wait_for
 
 
 def test_a_write_after_the_epoch_moved_on_is_refused_whole(zookeeper_connect: str) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        other = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
-            await other.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2)) as (nodes, other):
             controller = await active(nodes)
             epoch = controller.image.controller_epoch
             # another session moves the epoch on (as a new controller's election does)
@@ -53,10 +49,6 @@ def test_a_write_after_the_epoch_moved_on_is_refused_whole(zookeeper_connect: st
                 [TopicSpec("after", 1, 1)])
             assert result.error == ErrorCode.none, result
             await converged(other, nodes)
-        finally:
-            for node in nodes:
-                await node.close()
-            await other.stop()
 
     asyncio.run(scenario())
 
@@ -80,10 +72,7 @@ def test_a_paused_controller_that_resumes_after_being_replaced_writes_nothing(
             # Block this loop (the "paused process") while the world moves on: the paused
             # broker's session is expired the standard way (a second client joins it and
             # closes it), then broker 2 wins the election (Kafka's multi-op).
-            thief = KazooClient(hosts=zookeeper_connect, client_id=session)
-            thief.start(30)
-            thief.stop()
-            thief.close()
+            expire_session(zookeeper_connect, session)
             successor.start(30)
             deadline = time.monotonic() + 30
             while successor.exists(layout.CONTROLLER) is not None:

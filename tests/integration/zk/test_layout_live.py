@@ -15,10 +15,10 @@ from kazoo.retry import KazooRetry
 
 from moldau.broker.zk import layout
 from moldau.broker.zk.aio import AsyncZooKeeper, TransactionFailed
+from moldau.broker.zk.election import try_elect
 from moldau.broker.zk.layout import (
     BrokerRegistration,
     ClusterId,
-    ControllerEpoch,
     ControllerRegistration,
     Endpoint,
     PartitionState,
@@ -119,22 +119,6 @@ def test_layout_on_an_ensemble(zookeeper_ensemble: ZooKeeperEnsemble,
                      follower.address)
 
 
-async def _elect(zk: AsyncZooKeeper, broker_id: int) -> tuple[int, int]:
-    """Kafka's election: create /controller (ephemeral) and bump /controller_epoch in one
-    multi-op conditional on the epoch znode's version; (epoch, epoch znode version)."""
-    try:
-        await zk.create(layout.CONTROLLER_EPOCH, ControllerEpoch(0).to_json())
-    except NodeExistsError:
-        pass
-    data, stat = await zk.get(layout.CONTROLLER_EPOCH)
-    epoch = ControllerEpoch.from_json(data).epoch + 1
-    txn = zk.transaction()
-    txn.create(layout.CONTROLLER, ControllerRegistration(broker_id).to_json(), ephemeral=True)
-    txn.set_data(layout.CONTROLLER_EPOCH, ControllerEpoch(epoch).to_json(), stat.version)
-    results = await zk.commit(txn)
-    return epoch, results[1].version
-
-
 def test_a_deposed_controller_cannot_write(kazoo_client: KazooClient,
                                            zookeeper_connect: str) -> None:
     """The fencing primitive of issue 12: every controller write is one multi-op that first
@@ -150,8 +134,11 @@ def test_a_deposed_controller_cannot_write(kazoo_client: KazooClient,
         await old.start(30)
         await new.start(30)
         try:
-            epoch, epoch_version = await _elect(old, 1)
-            assert (epoch, epoch_version) == (1, 1)
+            # Kafka's election (moldau.broker.zk.election): /controller (ephemeral) and
+            # /controller_epoch + 1 in one multi-op conditional on the epoch's version
+            won = await try_elect(old, 1)
+            assert won == (1, 1)
+            epoch, epoch_version = won
             _, stat = await old.get(state_0)
 
             def move_leader(txn: TransactionRequest) -> None:
@@ -161,7 +148,7 @@ def test_a_deposed_controller_cannot_write(kazoo_client: KazooClient,
 
             # broker 1's session is gone (or it paused): broker 2 is elected with epoch 2
             await old.delete(layout.CONTROLLER)
-            assert await _elect(new, 2) == (2, 2)
+            assert await try_elect(new, 2) == (2, 2)
 
             _, stat = await old.get(state_0)
 

@@ -16,22 +16,16 @@ from moldau.broker.zk.admin_layout import (
     EntityConfig,
     ProducerIdBlock,
 )
-from moldau.broker.zk.aio import AsyncZooKeeper
 from moldau.broker.zk.layout import PartitionState, TopicAssignment
 from moldau.protocol.errors import ErrorCode
 
-from .cluster_support import Node, active, converged, start_node, wait_for
+from .cluster_support import Node, active, converged, start_node, started_nodes, wait_for
 
 
 def test_controller_writes_kafkas_layout_and_every_image_follows(zookeeper_connect: str
                                                                  ) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        reader = AsyncZooKeeper(zookeeper_connect)
-        try:
-            for broker_id in (1, 2, 3):
-                nodes.append(await start_node(zookeeper_connect, broker_id))
-            await reader.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2, 3)) as (nodes, reader):
             controller = await active(nodes)
             await converged(reader, nodes)
             for node in nodes:
@@ -108,10 +102,6 @@ def test_controller_writes_kafkas_layout_and_every_image_follows(zookeeper_conne
             assert controller.plane.sync.replayed == replayed
             for node in nodes:
                 assert node.image.next_producer_id == 2000
-        finally:
-            for node in nodes:
-                await node.close()
-            await reader.stop()
 
     asyncio.run(scenario())
 
@@ -122,11 +112,7 @@ def test_a_topic_written_by_an_old_tool_is_completed_by_the_controller(
     the controller gives it an id and partition states, and every broker sees the topic."""
 
     async def scenario() -> None:
-        nodes: list[Node] = []
-        tool = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
-            await tool.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2)) as (nodes, tool):
             await active(nodes)
             await tool.create(layout.topic_config_path("legacy"),
                               EntityConfig({"retention.ms": "7"}).to_json())
@@ -143,10 +129,6 @@ def test_a_topic_written_by_an_old_tool_is_completed_by_the_controller(
                 assert {p: (s.leader, s.isr) for p, s in topic.partitions.items()} == {
                     0: (2, [2, 1]), 1: (1, [1, 2])}
                 assert node.image.topic_configs["legacy"] == {"retention.ms": "7"}
-        finally:
-            for node in nodes:
-                await node.close()
-            await tool.stop()
 
     asyncio.run(scenario())
 
@@ -177,11 +159,7 @@ def test_replicas_spread_over_racks_from_the_registrations(zookeeper_connect: st
 def test_znodes_that_are_not_kafkas_do_not_stop_the_brokers_following(
         zookeeper_connect: str) -> None:
     async def scenario() -> None:
-        nodes: list[Node] = []
-        tool = AsyncZooKeeper(zookeeper_connect)
-        try:
-            nodes = [await start_node(zookeeper_connect, b) for b in (1, 2)]
-            await tool.start(30)
+        async with started_nodes(zookeeper_connect, (1, 2)) as (nodes, tool):
             controller = await active(nodes)
             channel = controller.plane.controller
             [result] = await channel.create_topics([TopicSpec("kept", 2, 1)])
@@ -200,9 +178,5 @@ def test_znodes_that_are_not_kafkas_do_not_stop_the_brokers_following(
                 assert vars(node.image.topics_by_name["kept"].partitions[0]) == \
                     before[node.broker_id]
                 assert node.plane.sync._task is not None and not node.plane.sync._task.done()
-        finally:
-            for node in nodes:
-                await node.close()
-            await tool.stop()
 
     asyncio.run(scenario())

@@ -75,3 +75,43 @@ def test_broker_id_and_node_id_that_disagree_are_an_error_naming_both() -> None:
     assert "broker.id" in str(err.value) and "node.id (3)" in str(err.value)
     assert "2" in str(err.value)
     assert load_config(None, ["broker.id=2", "node.id=2"], {}).node_id == 2
+
+
+def test_a_cluster_broker_configured_by_environment_claims_no_kraft_roles() -> None:
+    # seed 003's brokers get only KAFKA_* variables: the embedded defaults' KRaft
+    # process.roles must not leak into a ZooKeeper-mode broker (Kafka's have none: an empty
+    # process.roles is what makes Kafka run with ZooKeeper)
+    config = load_config(None, [], {"KAFKA_BROKER_ID": "2",
+                                    "KAFKA_ZOOKEEPER_CONNECT": "zookeeper:2181"})
+    assert config.cluster_mode and config["process.roles"] == []
+    assert "process.roles" not in config.explicit
+    by_override = load_config(None, ["zookeeper.connect=zk:2181", "broker.id=2"], {})
+    assert by_override["process.roles"] == []
+
+
+def test_a_cluster_broker_properties_file_without_roles_has_none(tmp_path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=1\nzookeeper.connect=zk:2181/moldau\nlog.dirs=/tmp/x\n")
+    assert load_config(path, [], {})["process.roles"] == []
+    assert load_config(path, [], {"KAFKA_PROCESS_ROLES": ""})["process.roles"] == []
+
+
+def test_the_single_node_keeps_both_roles(tmp_path) -> None:
+    assert load_config(None, [], {})["process.roles"] == ["broker", "controller"]
+    path = tmp_path / "server.properties"
+    path.write_text("node.id=1\nlog.dirs=/tmp/x\n")
+    assert load_config(path, [], {})["process.roles"] == ["broker", "controller"]
+
+
+@pytest.mark.parametrize("how", ["override", "env", "file"])
+def test_kraft_roles_with_zookeeper_connect_are_an_error_naming_both_keys(how, tmp_path) -> None:
+    path = tmp_path / "server.properties"
+    path.write_text("broker.id=1\nzookeeper.connect=zk:2181\n"
+                    + ("process.roles=broker\n" if how == "file" else ""))
+    overrides = ["process.roles=broker"] if how == "override" else []
+    environ = {"KAFKA_PROCESS_ROLES": "broker"} if how == "env" else {}
+    with pytest.raises(ConfigError) as err:
+        load_config(path, overrides, environ)
+    message = str(err.value)
+    assert "process.roles" in message and "'broker'" in message
+    assert "zookeeper.connect" in message and "remove process.roles" in message

@@ -160,3 +160,67 @@ def test_groups_led_by_another_broker_are_not_coordinated_here(tmp_path: Path) -
         await node.close()
 
     asyncio.run(main())
+
+
+class StalledCreation:
+    """The node's controller, except that CreateTopics waits for ``release`` (a controller
+    that is frozen, gone or still being elected), counting the calls."""
+
+    def __init__(self, controller: Any) -> None:
+        self.controller = controller
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.controller, name)
+
+    async def create_topics(self, specs: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        await self.release.wait()
+        return await self.controller.create_topics(specs, **kwargs)
+
+
+def test_lookups_do_not_wait_for_a_stalled_offsets_topic_creation(tmp_path: Path) -> None:
+    async def main() -> None:
+        node = await fake_node(tmp_path)
+        stalled = StalledCreation(node.controller)
+        node.controller = stalled  # type: ignore[assignment]
+        keys = [f"g{i}" for i in range(5)]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        # a batch of keys waits once, not once per key, and the bound is about a second
+        batch = await call(node, ApiKey.FIND_COORDINATOR, 4,
+                           {"key_type": 0, "coordinator_keys": keys})
+        single = await call(node, ApiKey.FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0})
+        took = loop.time() - started
+        assert [c["error_code"] for c in batch["coordinators"]] == [
+            E.coordinator_not_available] * len(keys)
+        assert single["error_code"] == E.coordinator_not_available
+        assert "being created" in single["error_message"]
+        assert took < 10, took  # would be forever with the creation awaited
+        assert stalled.calls == 1  # later lookups join the pending creation
+        assert OFFSETS_TOPIC not in node.image.topics_by_name
+
+        stalled.release.set()  # the creation goes on without any lookup waiting for it
+        for _ in range(200):
+            if OFFSETS_TOPIC in node.image.topics_by_name:
+                break
+            await asyncio.sleep(0.01)
+        found = await call(node, ApiKey.FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0})
+        assert (found["error_code"], found["node_id"]) == (E.none, 1)
+        assert stalled.calls == 1
+        await node.close()
+
+    asyncio.run(main())
+
+
+def test_the_single_node_answers_its_first_lookup_with_the_coordinator(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        node = await fake_node(tmp_path)
+        found = await call(node, ApiKey.FIND_COORDINATOR, 3, {"key": GROUP, "key_type": 0})
+        assert (found["error_code"], found["node_id"]) == (E.none, 1)
+        assert OFFSETS_TOPIC in node.image.topics_by_name
+        await node.close()
+
+    asyncio.run(main())

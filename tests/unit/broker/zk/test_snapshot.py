@@ -197,3 +197,33 @@ def test_what_is_not_there_yet_or_not_kafkas_is_left_alone() -> None:
     # a state that is not Kafka's JSON: the image keeps what it had
     zk.put(layout.partition_state_path("orders", 0), b"{}", version=9)
     assert zk.records(image) == []
+
+
+def test_every_malformed_znode_is_skipped_with_a_warning_naming_it(caplog) -> None:
+    zk = _cluster()
+    zk.broker(3)
+    zk.topic("bad-state", uuid.uuid4(), {0: [1]})
+    broken = {
+        layout.CONTROLLER: "/controller",
+        layout.CONTROLLER_EPOCH: "/controller_epoch",
+        layout.broker_path(3): "broker 3",
+        layout.topic_path("bad-state"): "topic bad-state",
+        layout.partition_state_path("orders", 1): "partition orders-1",
+        layout.topic_config_path("orders"): layout.topic_config_path("orders"),
+        layout.broker_config_path(None): layout.broker_config_path(None),
+        layout.LATEST_PRODUCER_ID_BLOCK: "/latest_producer_id_block",
+    }
+    for path in broken:
+        zk.put(path, b"not json")
+    with caplog.at_level("WARNING", logger="moldau.broker.zk.snapshot"):
+        state = decode(zk.data, zk.children)
+    assert (state.controller_id, state.controller_epoch) == (-1, -1)
+    assert sorted(state.brokers) == [1, 2]
+    assert sorted(state.topics) == ["orders"]
+    assert sorted(state.partitions) == [("orders", 0)]
+    assert state.topic_configs == {} and state.broker_configs == {}
+    assert state.producer_id_block is None
+    warnings = [r.getMessage() for r in caplog.records]
+    for what in broken.values():
+        assert any(message.startswith(f"ignoring {what}: ") for message in warnings), (
+            what, warnings)
