@@ -17,13 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from moldau.devtools.brokers import STARTED
 from moldau.testing.tail import complete_text
 
 from .lab import Lab, Netns
 from .topologies import SEED_000_ENV, ZOOKEEPER_CONTAINER_IP, DockerNetwork
 from .zookeeper import LabZooKeeper
 
-_STARTED = re.compile(r"started \(cluster id (?P<cluster>[^)]*)\); listening on (?P<rest>.*)")
 _LISTENER = re.compile(r"(?P<name>[A-Za-z0-9_]+)://(?P<host>[^ ,]*):(?P<port>\d+)")
 
 BASE_PROPERTIES = {
@@ -79,9 +79,9 @@ def start_broker(lab: Lab, ns: Netns, *, properties: Mapping[str, str] | None = 
     argv = [*(argv_prefix or []), sys.executable, "-m", "moldau.cli.main", "serve",
             "--config", str(config)]
     proc = ns.spawn(argv, env=env, log=log)
-    match = _wait_for_line(proc, log, _STARTED, timeout, f"broker in {ns.role}")
+    match = _wait_for_line(proc, log, STARTED, timeout, f"broker in {ns.role}")
     listeners = {m["name"]: (m["host"], int(m["port"]))
-                 for m in _LISTENER.finditer(match["rest"])}
+                 for m in _LISTENER.finditer(match["listeners"])}
     return LabBroker(ns, proc, log, match["cluster"], listeners)
 
 
