@@ -106,6 +106,8 @@ class FetchTarget:
     max_bytes: int
     current_leader_epoch: int = -1
     unknown_id: bool = False
+    # A follower's log start offset (its fetches carry it; consumers send -1).
+    log_start_offset: int = -1
 
 
 @dataclass(slots=True)
@@ -533,6 +535,3 @@ class ReplicaManager:
                     read.records if read.records is not None else b""))
             topics.append((key, entries))
         return FetchRead(topics, total, has_error)
-
-    def follower_fetch(self, ctx: Any, request: Any) -> Any:
-        raise KafkaError(ErrorCode.not_leader_or_follower, "replication is not enabled")
