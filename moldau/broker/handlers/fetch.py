@@ -32,9 +32,9 @@ for partitions the metadata does not know, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_
 stale or future epoch, and NOT_LEADER_OR_FOLLOWER where this broker does not lead the
 partition. Error answers carry no data and no offsets; every code is retriable, so a
 misconfigured follower backs off instead of failing hard.
-Left out: diverging-epoch answers (``last_fetched_epoch``, KIP-595): followers truncate with
-OffsetsForLeaderEpoch before fetching under a new leader epoch instead (KIP-101/279).
-Left out: preferred read replicas (KIP-392) and diverging-epoch hints for consumers.
+Left out: preferred read replicas (KIP-392) and diverging-epoch answers (``last_fetched_epoch``,
+for consumers and followers alike: followers truncate with OffsetsForLeaderEpoch before they
+fetch under a new leader epoch instead, KIP-101/279).
 """
 
 from __future__ import annotations

@@ -113,6 +113,7 @@ class ReplicaFetcher:
     task: asyncio.Task[None] | None = None
     _conn: BrokerConnection | None = None
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _round: int = 0
 
     def start(self) -> None:
         self.task = asyncio.ensure_future(self._run())
@@ -163,8 +164,16 @@ class ReplicaFetcher:
                 await asyncio.sleep(backoff_s)
 
     def _ready(self) -> list[FollowerState]:
+        """The partitions to fetch now, in an order that rotates every round: only the first
+        partition with data is sure to get a batch larger than its share of the response
+        (KIP-74), so no partition may stay last."""
         now = time.monotonic()
-        return [s for s in self.states.values() if s.delayed_until <= now]
+        ready = [s for s in self.states.values() if s.delayed_until <= now]
+        if len(ready) > 1:
+            self._round += 1
+            turn = self._round % len(ready)
+            ready = ready[turn:] + ready[:turn]
+        return ready
 
     async def _idle(self) -> None:
         """Nothing to fetch now: wait for a new partition or the end of the nearest delay."""
@@ -247,16 +256,13 @@ class ReplicaFetcher:
                 self._delay(state)
                 continue
             plog = state.partition.log
+            target = truncation_offset(
+                latest, answer.leader_epoch, answer.end_offset,
+                log_end_offset=plog.log_end_offset, high_watermark=plog.high_watermark,
+                own_end_for=lambda epoch, plog=plog: plog.end_offset_for_epoch(epoch)[1])
             if answer.leader_epoch < 0 or answer.end_offset < 0:
-                target = plog.high_watermark
                 why = f"the leader knows no epoch up to {latest}"
             else:
-                target = min(answer.end_offset, plog.log_end_offset)
-                if answer.leader_epoch != latest:
-                    # The leader's latest epoch at or below ours is older: cut where that
-                    # epoch ends here too.
-                    _epoch, own_end = plog.end_offset_for_epoch(answer.leader_epoch)
-                    target = min(target, own_end)
                 why = (f"epoch {answer.leader_epoch} ends at {answer.end_offset} on leader "
                        f"broker {self.leader_id}")
             _truncate_to(state, target, why)
@@ -332,6 +338,24 @@ class ReplicaFetcher:
         log.info("broker %d refused the fetch of %s-%d: %s; retrying in %d ms", self.leader_id,
                  *state.key, code.name, self.settings.backoff_ms)
         self._delay(state)
+
+
+def truncation_offset(follower_epoch: int, leader_epoch: int, leader_end_offset: int, *,
+                      log_end_offset: int, high_watermark: int,
+                      own_end_for: Callable[[int], int]) -> int:
+    """Where a follower whose latest epoch is ``follower_epoch`` cuts its log, given the
+    leader's OffsetsForLeaderEpoch answer (KIP-279): the leader's largest epoch at or below
+    ours, ``leader_epoch``, ends at ``leader_end_offset`` there. Same epoch: keep up to that
+    end. An older one: the leader never had our later epochs, so cut where that epoch ends on
+    the leader or here (``own_end_for``), whichever is first. No epoch known to the leader
+    (-1): fall back to the high watermark, all that is known to be committed. Never past the
+    log end (nothing to cut)."""
+    if leader_epoch < 0 or leader_end_offset < 0:
+        return min(high_watermark, log_end_offset)
+    target = min(leader_end_offset, log_end_offset)
+    if leader_epoch != follower_epoch:
+        target = min(target, own_end_for(leader_epoch))
+    return target
 
 
 def _truncate_to(state: FollowerState, target: int, why: str) -> None:
