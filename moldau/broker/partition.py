@@ -191,7 +191,10 @@ class Partition:
         the high watermark; a high watermark that moved wakes acks=all produces and
         consumers' long polls."""
         progress = self.followers.get(broker_id)
-        if progress is None:
+        if progress is None or fetch_offset > self.log.log_end_offset:
+            # Past the end (a diverged log, answered OFFSET_OUT_OF_RANGE): that offset says
+            # nothing about what the follower has of this log, as in Kafka, which records
+            # only fetches that read.
             return
         record_fetch(progress, fetch_offset=fetch_offset, log_start_offset=log_start_offset,
                      leader_log_end_offset=self.log.log_end_offset, now_ms=self.time_ms())

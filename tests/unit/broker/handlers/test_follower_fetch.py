@@ -93,3 +93,19 @@ def test_a_stranger_still_gets_kafkas_refusal(tmp_path: Path) -> None:
         await node.close()
 
     asyncio.run(main())
+
+
+def test_a_fetch_past_the_log_end_is_out_of_range_and_advances_nothing(tmp_path: Path) -> None:
+    async def main() -> None:
+        node = await three_replicas(tmp_path)
+        topic_id = node.image.topics_by_name["r"].topic_id
+        await call(node, ApiKey.PRODUCE, 9, produce("r", 0, [b"a"], node.time_ms()))
+        for replica in (2, 3):
+            answer = await call(node, ApiKey.FETCH, 16, fetch(topic_id, 0, 5,
+                                                              replica_id=replica))
+            assert fetched(answer)[0] == E.offset_out_of_range
+        partition = node.replica_manager.get("r", 0)
+        assert partition is not None and partition.high_watermark == 0
+        await node.close()
+
+    asyncio.run(main())
