@@ -18,6 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from moldau.protocol.records.batch import iter_batches
 from moldau.testing.cluster import BrokerCluster
 from moldau.testing.waiting import wait_for
@@ -115,19 +117,22 @@ def assert_replicas_identical(cluster: BrokerCluster, topic: str, partitions: in
     return result
 
 
+@pytest.mark.parametrize("fetchers", [1, 3])
 def test_acks_all_records_are_on_every_replica_byte_for_byte(
-        cluster_factory: ClusterFactory) -> None:
-    cluster = cluster_factory(3)
+        cluster_factory: ClusterFactory, fetchers: int) -> None:
+    cluster = cluster_factory(3, settings={"num.replica.fetchers": str(fetchers)})
     bootstrap = cluster.bootstrap()
     topic = f"rf3-{uuid.uuid4().hex[:6]}"
-    create_topic(bootstrap, topic, 3)
+    # 6 partitions: each broker leads 2 and follows 4, 2 from each other broker, which
+    # num.replica.fetchers=3 may spread over more than one fetcher per leader.
+    create_topic(bootstrap, topic, 6)
     values = [f"value-{i}".encode() for i in range(600)]
     acked = produce(bootstrap, topic, values)
     assert len(acked) == 600
     seen = consume_all(bootstrap, topic, 600)
     assert seen == acked
-    assert {p for p, _ in acked.values()} == {0, 1, 2}
-    batches = assert_replicas_identical(cluster, topic, 3)
+    assert {p for p, _ in acked.values()} == set(range(6))
+    batches = assert_replicas_identical(cluster, topic, 6)
     assert sum(h.last_offset_delta + 1 for bs in batches.values() for b in bs
                for _pos, h in iter_batches(b)) == 600
 
