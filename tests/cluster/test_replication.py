@@ -21,6 +21,8 @@ from typing import Any
 import pytest
 
 from moldau.protocol.records.batch import iter_batches
+from moldau.storage.checkpoints import read_offset_checkpoint
+from moldau.storage.fs import DEFAULT_FS
 from moldau.testing.cluster import BrokerCluster
 from moldau.testing.waiting import wait_for
 
@@ -63,6 +65,15 @@ def produce(bootstrap: str, topic: str, values: list[bytes], *, acks: str = "all
     assert producer.flush(90) == 0, "records still in flight after 90 s"
     assert not errors, errors[:5]
     return acked
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> None:
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    [future] = client.delete_records([TopicPartition(topic, partition, before)]).values()
+    future.result(60)
 
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 90.0
@@ -132,7 +143,16 @@ def test_acks_all_records_are_on_every_replica_byte_for_byte(
     seen = consume_all(bootstrap, topic, 600)
     assert seen == acked
     assert {p for p, _ in acked.values()} == set(range(6))
+    # Records deleted on the leader (DeleteRecords) go on the followers too: their log start
+    # offsets follow the leader's with the next fetch answers.
+    cut = max(o for p, o in acked.values() if p == 0)
+    delete_records(bootstrap, topic, 0, cut)
+    time.sleep(3)  # several fetch rounds (replica.fetch.wait.max.ms is 500 ms)
     batches = assert_replicas_identical(cluster, topic, 6)
+    starts = {i: read_offset_checkpoint(DEFAULT_FS, str(cluster.broker(i).data_dir
+                                                       / "log-start-offset-checkpoint"))
+              for i in sorted(cluster.brokers)}
+    assert {i: s.get((topic, 0)) for i, s in starts.items()} == dict.fromkeys(starts, cut)
     assert sum(h.last_offset_delta + 1 for bs in batches.values() for b in bs
                for _pos, h in iter_batches(b)) == 600
 

@@ -316,6 +316,7 @@ class ReplicaFetcher:
             try:
                 partition.append_as_follower(bytes(records) if records else b"",
                                              answer.high_watermark)
+                _follow_log_start(partition, answer.log_start_offset)
             except (KafkaError, KafkaStorageError, ValueError) as exc:
                 log.error("appending what broker %d sent for %s-%d failed: %s; truncating "
                           "again in %d ms", self.leader_id, *state.key, exc,
@@ -356,6 +357,15 @@ def truncation_offset(follower_epoch: int, leader_epoch: int, leader_end_offset:
     if leader_epoch != follower_epoch:
         target = min(target, own_end_for(leader_epoch))
     return target
+
+
+def _follow_log_start(partition: Partition, leader_log_start: int) -> None:
+    """Raise the follower's log start offset to the leader's (records deleted there, by
+    DeleteRecords or retention, go here too), as far as this replica's high watermark."""
+    plog = partition.log
+    target = min(leader_log_start, plog.high_watermark)
+    if target > plog.log_start_offset:
+        plog.delete_records_before(target)
 
 
 def _truncate_to(state: FollowerState, target: int, why: str) -> None:
