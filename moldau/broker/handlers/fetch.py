@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4-16, for consumers.
+"""Fetch (key 1), versions 4-16, for consumers and follower replicas.
 
 Reads whole batches from each partition's log (bytes straight from the segment files, never
 re-encoded), up to ``partition_max_bytes`` per partition and ``max_bytes`` in all, always at
