@@ -109,7 +109,10 @@ class Partition:
             # Parked acks=all produces and long-poll fetches re-check and answer
             # NOT_LEADER_OR_FOLLOWER now rather than at their timeout.
             self.purgatory.notify(self.key)
-        self._maybe_advance_high_watermark()
+        if self._maybe_advance_high_watermark():
+            # A smaller ISR (a dead follower dropped) commits what the others have: the
+            # acks=all produces waiting for it are answered now, not at their timeout.
+            self.purgatory.notify(self.key)
 
     def _reset_followers(self) -> None:
         now = self.time_ms()
@@ -136,7 +139,8 @@ class Partition:
         elif self.is_leader:
             self.log.assign_epoch_start_offset(self.leader_epoch)
             self._reset_followers()
-            self._maybe_advance_high_watermark()
+            if self._maybe_advance_high_watermark():
+                self.purgatory.notify(self.key)
 
     def check_leader_epoch(self, requested: int) -> ErrorCode:
         if requested < 0 or requested == self.leader_epoch:

@@ -4,6 +4,7 @@ wrote, high watermark = min(leader's, own log end))."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -69,3 +70,22 @@ def test_a_follower_appends_as_the_leader_wrote_and_takes_the_leaders_high_water
     assert follower.log.latest_epoch() == 1  # the epoch the leader wrote, from the batch
     with pytest.raises(Exception, match="below the log end offset"):
         follower.append_as_follower(bytes(data), leader_high_watermark=4)
+
+
+def test_a_smaller_isr_advances_the_high_watermark_and_wakes_waiting_produces(
+        tmp_path: Path) -> None:
+    async def main() -> None:
+        p = partition(tmp_path, "s", 1)
+        p.apply_state(state(1, [1, 2, 3]))
+        batch = make_batch(2)
+        p.append_as_leader(batch, validate_batches(batch))
+        p.record_follower_fetch(2, 2, 0)  # broker 3 never fetches (dead)
+        waiter = asyncio.ensure_future(p.purgatory.wait([p.key], 30))
+        await asyncio.sleep(0)
+        assert not waiter.done()
+        # The controller drops broker 3 from the ISR (its registration ended).
+        p.apply_state(state(1, [1, 2]))
+        assert p.high_watermark == 2
+        assert await asyncio.wait_for(waiter, 10)  # woken by the event, not the timeout
+
+    asyncio.run(main())
