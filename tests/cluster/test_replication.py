@@ -220,3 +220,25 @@ def _values(batch: bytes) -> list[bytes]:
     from moldau.protocol.records.codec import iter_decoded
 
     return [r.value for b in iter_decoded(batch) for r in b.records]
+
+
+def test_acks_all_waiting_on_a_killed_follower_completes_once_it_leaves_the_isr(
+        cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(3)
+    bootstrap = cluster.bootstrap()
+    topic = f"dead-follower-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, [b"warm-up"], partition=0)
+    leader = cluster.leaders(topic)[0]
+    follower = next(i for i in sorted(cluster.brokers) if i != leader)
+    cluster.kill9(follower)
+    started = time.monotonic()
+    others = cluster.bootstrap(ids=[i for i in sorted(cluster.brokers) if i != follower])
+    acked = produce(others, topic, [f"v-{i}".encode() for i in range(50)], partition=0)
+    elapsed = time.monotonic() - started
+    assert len(acked) == 50
+    state = cluster.partition_state(topic, 0)
+    assert state is not None and follower not in state["isr"], state
+    # Answered when the controller dropped the dead follower (its session ended), not at a
+    # request timeout (30 s): generous bound for a busy machine.
+    assert elapsed < cluster.session_timeout_s + 20, elapsed
