@@ -2,8 +2,11 @@
 
 A single node is a cluster of one: every partition has a leader epoch, a high watermark and an
 ISR (just this broker) from the start, so replication adds followers without changing callers.
-The high watermark is the smallest log end offset among ISR members; with an ISR of one it
-follows the leader's log end offset on every append.
+The high watermark is the smallest log end offset among ISR members (the leader's own
+included; the followers' come from their fetches, :mod:`.replication.progress`); with an ISR
+of one it follows the leader's log end offset on every append. It never moves back on a
+leader. A follower sets its own from the leader's answers (:meth:`Partition.append_as_follower`
+and :meth:`Partition.update_follower_high_watermark`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,12 @@ from ..protocol.records.batch import BatchHeader
 from ..storage.log import AppendInfo, Log
 from .metadata.image import PartitionState
 from .purgatory import Purgatory
+from .replication.progress import (
+    ReplicaProgress,
+    high_watermark_candidate,
+    new_leader_progress,
+    record_fetch,
+)
 
 
 @dataclass(slots=True)
@@ -54,6 +63,9 @@ class Partition:
         self.produce_limits: tuple[int, int, int, str] = (2**63 - 1, 2**63 - 1, 1, "producer")
         # Leader with an ISR of just this broker: the high watermark follows every append.
         self._sole_leader = False
+        # As leader: what each other replica has fetched (reset when this broker becomes
+        # leader; empty while it follows).
+        self.followers: dict[int, ReplicaProgress] = {}
         # The broker is fenced (its registration lapsed): it leads nothing, whatever the image
         # says, until the replica manager lifts the fence.
         self.fenced = False
@@ -88,11 +100,31 @@ class Partition:
         self._sole_leader = self.is_leader and self.isr == [self.node_id]
         if became_leader:
             self.log.assign_epoch_start_offset(state.leader_epoch)
-        elif was_leader and not self.is_leader:
+            self._reset_followers()
+        elif self.is_leader:
+            self._sync_followers()
+        if not self.is_leader:
+            self.followers = {}
+        if was_leader and not self.is_leader:
             # Parked acks=all produces and long-poll fetches re-check and answer
             # NOT_LEADER_OR_FOLLOWER now rather than at their timeout.
             self.purgatory.notify(self.key)
-        self._maybe_advance_high_watermark()
+        if self._maybe_advance_high_watermark():
+            # A smaller ISR (a dead follower dropped) commits what the others have: the
+            # acks=all produces waiting for it are answered now, not at their timeout.
+            self.purgatory.notify(self.key)
+
+    def _reset_followers(self) -> None:
+        now = self.time_ms()
+        self.followers = {r: new_leader_progress(r, in_isr=r in self.isr, now_ms=now)
+                          for r in self.replicas if r != self.node_id}
+
+    def _sync_followers(self) -> None:
+        """Replicas added while leading get a fresh record; removed ones lose theirs."""
+        now = self.time_ms()
+        self.followers = {r: self.followers.get(r) or new_leader_progress(
+                              r, in_isr=r in self.isr, now_ms=now)
+                          for r in self.replicas if r != self.node_id}
 
     def set_fenced(self, fenced: bool) -> None:
         """Stop (``fenced``) or resume leading the partition as its last applied state says
@@ -106,7 +138,9 @@ class Partition:
             self.purgatory.notify(self.key)
         elif self.is_leader:
             self.log.assign_epoch_start_offset(self.leader_epoch)
-            self._maybe_advance_high_watermark()
+            self._reset_followers()
+            if self._maybe_advance_high_watermark():
+                self.purgatory.notify(self.key)
 
     def check_leader_epoch(self, requested: int) -> ErrorCode:
         if requested < 0 or requested == self.leader_epoch:
@@ -129,18 +163,63 @@ class Partition:
                        else None)
         info = log.append(buf, headers, self.leader_epoch, append_time)
         if not info.duplicate:
-            if self._sole_leader:
-                end = log.log_end_offset
-                if end > log.high_watermark:
-                    log.update_high_watermark(end)
+            self._maybe_advance_high_watermark()
             self.purgatory.notify(self.key)
         return info
 
-    def _maybe_advance_high_watermark(self) -> None:
+    def _maybe_advance_high_watermark(self) -> bool:
+        """As leader, move the high watermark up to the smallest log end offset over the ISR;
+        True if it moved (the caller wakes the purgatory)."""
+        log = self.log
         if self._sole_leader:
-            end = self.log.log_end_offset
-            if end > self.log.high_watermark:
-                self.log.update_high_watermark(end)
+            candidate = log.log_end_offset
+        elif self.is_leader:
+            candidate = high_watermark_candidate(log.log_end_offset, self.node_id, self.isr,
+                                                 self.followers)
+        else:
+            return False
+        if candidate > log.high_watermark:
+            log.update_high_watermark(candidate)
+            return True
+        return False
+
+    # --- replication: leader side ----------------------------------------------------------
+    def is_follower_replica(self, broker_id: int) -> bool:
+        """Whether ``broker_id`` is one of this partition's replicas other than this broker
+        (a fetch from it is served up to the log end offset)."""
+        return broker_id != self.node_id and broker_id in self.replicas
+
+    def record_follower_fetch(self, broker_id: int, fetch_offset: int,
+                              log_start_offset: int) -> None:
+        """A fetch from follower ``broker_id`` at ``fetch_offset``: update its progress and
+        the high watermark; a high watermark that moved wakes acks=all produces and
+        consumers' long polls."""
+        progress = self.followers.get(broker_id)
+        if progress is None or fetch_offset > self.log.log_end_offset:
+            # Past the end (a diverged log, answered OFFSET_OUT_OF_RANGE): that offset says
+            # nothing about what the follower has of this log, as in Kafka, which records
+            # only fetches that read.
+            return
+        record_fetch(progress, fetch_offset=fetch_offset, log_start_offset=log_start_offset,
+                     leader_log_end_offset=self.log.log_end_offset, now_ms=self.time_ms())
+        if self._maybe_advance_high_watermark():
+            self.purgatory.notify(self.key)
+
+    # --- replication: follower side --------------------------------------------------------
+    def append_as_follower(self, buf: bytes | bytearray, leader_high_watermark: int
+                           ) -> AppendInfo | None:
+        """Append batches fetched from the leader as they are (offsets and epochs the leader
+        gave them), then take the leader's high watermark as far as this log reaches."""
+        info = self.log.append_as_follower(buf) if buf else None
+        self.update_follower_high_watermark(leader_high_watermark)
+        return info
+
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """Follower: high watermark = min(leader's, own log end offset)."""
+        log = self.log
+        target = min(leader_high_watermark, log.log_end_offset)
+        if target > log.high_watermark:
+            log.update_high_watermark(target)
 
     @property
     def last_stable_offset(self) -> int:
@@ -150,8 +229,14 @@ class Partition:
         return min(first_unstable, self.high_watermark)
 
     # --- reads ---------------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int, committed: bool, min_one: bool) -> PartitionRead:
-        limit = self.last_stable_offset if committed else self.high_watermark
+    def read(self, offset: int, max_bytes: int, committed: bool, min_one: bool, *,
+             up_to_log_end: bool = False) -> PartitionRead:
+        """Whole batches from ``offset``: up to the last stable offset (``committed``), the
+        high watermark (consumers), or the log end offset (``up_to_log_end``: followers)."""
+        if up_to_log_end:
+            limit = self.log.log_end_offset
+        else:
+            limit = self.last_stable_offset if committed else self.high_watermark
         start = self.log.log_start_offset
         if offset < start or offset > self.log.log_end_offset:
             return PartitionRead(ErrorCode.offset_out_of_range, None, self.high_watermark,

@@ -106,6 +106,8 @@ class FetchTarget:
     max_bytes: int
     current_leader_epoch: int = -1
     unknown_id: bool = False
+    # A follower's log start offset (its fetches carry it; consumers send -1).
+    log_start_offset: int = -1
 
 
 @dataclass(slots=True)
@@ -150,6 +152,9 @@ class ReplicaManager:
         self._fence_applied = False
         # Called after the fence is set or lifted (the group coordinator follows leadership).
         self.leadership_listeners: list[Callable[[], None]] = []
+        # Called after partition states were applied (reconcile) or the fence moved: the
+        # replica fetchers follow what this broker follows.
+        self.state_listeners: list[Callable[[], None]] = []
 
     # --- metadata ------------------------------------------------------------------------
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -192,6 +197,14 @@ class ReplicaManager:
             partition.set_fenced(fenced)
         for listener in self.leadership_listeners:
             listener()
+        self._notify_state_listeners()
+
+    def _notify_state_listeners(self) -> None:
+        for listener in self.state_listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("a listener of partition state changes failed")
 
     def leads(self, topic: str, index: int) -> bool:
         """Whether this broker is the leader of ``topic``-``index`` now."""
@@ -346,6 +359,7 @@ class ReplicaManager:
                     log.error("partition %s-%d is offline on this broker: %s", name, index,
                               message)
                 self.offline[(name, index)] = message
+        self._notify_state_listeners()
 
     def _open_logs(self, missing: list[tuple[str, int, LogConfig, str]]) -> list[Any]:
         """Open or create logs; those that fail are marked offline instead of stopping the
@@ -533,6 +547,3 @@ class ReplicaManager:
                     read.records if read.records is not None else b""))
             topics.append((key, entries))
         return FetchRead(topics, total, has_error)
-
-    def follower_fetch(self, ctx: Any, request: Any) -> Any:
-        raise KafkaError(ErrorCode.not_leader_or_follower, "replication is not enabled")

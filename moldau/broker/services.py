@@ -41,6 +41,7 @@ from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
+    from .replication.fetcher import ReplicaFetcherManager
     from .zk.cluster_controller import ZkMetadataPlane
     from .zk.node import ZkBrokerNode
 
@@ -65,6 +66,8 @@ class NodeServices:
     time_ms: Callable[[], int]
     cluster: ZkBrokerNode | None = None
     plane: ZkMetadataPlane | None = None
+    # Replica fetchers of a broker of a cluster (a single node follows nothing).
+    fetchers: ReplicaFetcherManager | None = None
 
     @property
     def node_id(self) -> int:

@@ -58,6 +58,7 @@ from .metadata.records import ControllerChangeRecord
 from .metadata.selection import ActiveControllerChannel
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
+from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .services import NodeServices
 from .zk.cluster_controller import ZkMetadataPlane
 from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
@@ -198,6 +199,7 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
                                      time_ms=time_ms)
     follow_metadata(controller, groups=groups)
     channel: Controller | ActiveControllerChannel = controller
+    fetchers: ReplicaFetcherManager | None = None
     if cluster is not None:
         channel = ActiveControllerChannel(
             node_id=node_id, image=image, local=controller,
@@ -205,12 +207,17 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
                 node_id=node_id, image=image,
                 listener=config.listeners.inter_broker_listener))
         fence_with(cluster, replicas)
+        fetchers = ReplicaFetcherManager(
+            node_id=node_id, image=image, partitions=lambda: replicas.partitions,
+            listener=config.listeners.inter_broker_listener,
+            settings=FetcherSettings.from_config(config))
+        replicas.state_listeners.append(fetchers.sync)
     return NodeServices(
         config=config, cluster_id=cluster_id, image=image, log_manager=manager,
         load_stats=stats, metadata_log=metadata_log, controller=channel,
         local_controller=controller, replica_manager=replicas, group_coordinator=groups,
         producer_ids=ProducerIdManager(node_id, channel), time_ms=time_ms, cluster=cluster,
-        plane=plane)
+        plane=plane, fetchers=fetchers)
 
 
 def reconcile_logs(image: MetadataImage, replicas: ReplicaManager, manager: LogManager) -> None:
@@ -332,6 +339,8 @@ async def close_node(node: NodeServices) -> None:
     """Close the group coordinator (parked requests answered, timers stopped), then the logs
     (flush, checkpoints, clean-shutdown marker)."""
     coordinator: GroupCoordinator = node.group_coordinator
+    if node.fetchers is not None:
+        await node.fetchers.close()
     try:
         await coordinator.close()
     finally:

@@ -1,11 +1,14 @@
-"""Fetch requests from brokers (replica id >= 0) get Kafka's per-partition error, never a crash.
+"""Fetch requests from brokers (replica id >= 0) that are not replicas of a partition get
+Kafka's per-partition error, never a crash.
 
-Until replication exists no broker is a replica of this broker's partitions, so a follower fetch
-is answered as Kafka answers a broker that is not among a partition's replicas
-(``Partition.followerReplicaOrThrow``): UNKNOWN_LEADER_EPOCH with a current leader epoch,
-NOT_LEADER_OR_FOLLOWER without; unknown topics and partitions keep their own codes. Every version
-served is tried, v15+ with the replica id in the ReplicaState tagged field. Before the fix the
-handler raised "replication is not enabled" and the connection was closed without an answer.
+The single node's partitions have no replicas but the node itself, so every broker id is a
+stranger here and is answered as Kafka answers a broker that is not among a partition's
+replicas (``Partition.followerReplicaOrThrow``): UNKNOWN_LEADER_EPOCH with a current leader
+epoch, NOT_LEADER_OR_FOLLOWER without; unknown topics and partitions keep their own codes. Every
+version served is tried, v15+ with the replica id in the ReplicaState tagged field. (Before
+issue 11's fix the handler raised and the connection was closed without an answer; fetches
+from real replicas are tested in tests/unit/broker/handlers/test_follower_fetch.py and
+tests/cluster/test_replication.py.)
 """
 
 from __future__ import annotations

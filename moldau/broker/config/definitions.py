@@ -183,8 +183,30 @@ BROKER_CONFIGS: list[ConfigDef] = [
               kafka="accepted; sizes the blocking-disk thread pool"),
     ConfigDef("fetch.max.bytes", "int", 57671680,
               "Most bytes a fetch response returns.", [at_least(1024)]),
-    ConfigDef("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition for followers.",
+    # --- replication (followers fetching from leaders) -------------------------------------
+    ConfigDef("num.replica.fetchers", "int", 1,
+              "Fetcher tasks per source broker: a follower's partitions led by one broker are "
+              "spread over this many connections to it (by a hash of the partition).",
+              [at_least(1)], kafka="asyncio tasks on the broker's event loop, not threads"),
+    ConfigDef("replica.fetch.max.bytes", "int", 1048576,
+              "Bytes a follower asks for per partition in one fetch (at least one batch "
+              "comes back even when it is larger).", [at_least(0)]),
+    ConfigDef("replica.fetch.response.max.bytes", "int", 10485760,
+              "Bytes a follower asks for in one whole fetch response (at least one batch).",
               [at_least(0)]),
+    ConfigDef("replica.fetch.wait.max.ms", "int", 500,
+              "How long the leader may hold a follower's fetch when it has less than "
+              "replica.fetch.min.bytes to send; keep it below replica.lag.time.max.ms.",
+              [at_least(0)]),
+    ConfigDef("replica.fetch.min.bytes", "int", 1,
+              "Bytes the leader waits for (up to replica.fetch.wait.max.ms) before answering "
+              "a follower's fetch.", [at_least(1)]),
+    ConfigDef("replica.fetch.backoff.ms", "int", 1000,
+              "Pause of a follower's fetcher after a fetch to a leader failed.",
+              [at_least(0)]),
+    ConfigDef("replica.socket.timeout.ms", "int", 30000,
+              "How long a follower waits for an answer to a fetch before it closes the "
+              "connection and backs off.", [at_least(1)]),
     # --- groups and offsets ---------------------------------------------------------------
     ConfigDef("offsets.topic.num.partitions", "int", 50,
               "Partitions of __consumer_offsets.", [at_least(1)]),

@@ -116,8 +116,6 @@ _KAFKA_ONLY: list[tuple[ConfigDef, str]] = [
     (ConfigDef("max.connection.creation.rate", "int", INT_MAX,
                "New connections accepted per second.", [at_least(0)]), SOCKET),
     # --- thread pools (DynamicThreadPool)
-    (ConfigDef("num.replica.fetchers", "int", 1, "Replica fetcher threads per source broker."),
-     THREADS),
     (ConfigDef("background.threads", "int", 10, "Threads for background tasks.",
                [at_least(1)]), THREADS),
     # --- log cleaner (LogCleaner.ReconfigurableConfigs)
@@ -182,7 +180,7 @@ KAFKA_ONLY: dict[str, ConfigDef] = {d.name: d for d, _ in _KAFKA_ONLY}
 _ALSO_MOLDAU: dict[str, str] = {
     "listeners": LISTENER, "advertised.listeners": LISTENER,
     "listener.security.protocol.map": LISTENER,
-    "num.network.threads": THREADS, "num.io.threads": THREADS,
+    "num.network.threads": THREADS, "num.io.threads": THREADS, "num.replica.fetchers": THREADS,
     "num.recovery.threads.per.data.dir": THREADS,
     "log.cleaner.backoff.ms": CLEANER, "producer.id.expiration.ms": PRODUCER,
     "max.connections": SOCKET,

@@ -1,4 +1,4 @@
-"""Fetch (key 1), versions 4-16, for consumers.
+"""Fetch (key 1), versions 4-16, for consumers and follower replicas.
 
 Reads whole batches from each partition's log (bytes straight from the segment files, never
 re-encoded), up to ``partition_max_bytes`` per partition and ``max_bytes`` in all, always at
@@ -17,26 +17,31 @@ leader's endpoint on the request's listener (KIP-951), so the consumer redirects
 Fetch sessions (KIP-227) are not kept: every answer has session id 0, which tells the client
 to send full fetch requests; a request naming a session gets FETCH_SESSION_ID_NOT_FOUND.
 
-Follower fetches (``replica_id >= 0``, in v15+ ``ReplicaState.ReplicaId``) are answered with a
-per-partition error and no data, never with a crash: with replication not built yet, no broker
-is an assigned replica of any partition here (a cluster of one; the broker itself is never a
-"remote" replica of its own partitions either). Kafka answers a fetch from a broker that is not
-among the partition's replicas (``Partition.followerReplicaOrThrow``) with UNKNOWN_LEADER_EPOCH
-when the request carries ``current_leader_epoch`` (the pair (replica, epoch) is not, or not
-yet, valid: the follower retries after refreshing metadata) and NOT_LEADER_OR_FOLLOWER when it
-does not; we answer the same. The checks Kafka makes first keep their order and codes:
-UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION for partitions the metadata does not know,
-FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale or future epoch, and
-NOT_LEADER_OR_FOLLOWER where this broker does not lead the partition. Both codes are retriable,
-so a misconfigured follower backs off instead of failing hard; the replication issue replaces
-this answer.
-Left out: preferred read replicas (KIP-392) and diverging-epoch hints for consumers.
+Follower fetches (``replica_id >= 0``, in v15+ ``ReplicaState.ReplicaId``) from a broker that
+is one of the partition's replicas, to the leader, read up to the log end offset (not the high
+watermark), record the follower's progress and may advance the high watermark, which wakes
+acks=all produces and consumers' long polls (:mod:`moldau.broker.replication.leader`). They
+long-poll like consumers (``replica.fetch.wait.max.ms``), woken by appends.
+
+A broker that is NOT among a partition's replicas gets Kafka's answer
+(``Partition.followerReplicaOrThrow``): UNKNOWN_LEADER_EPOCH when the request carries
+``current_leader_epoch`` (the pair (replica, epoch) is not, or not yet, valid: the follower
+retries after refreshing metadata) and NOT_LEADER_OR_FOLLOWER when it does not. The checks
+Kafka makes first keep their order and codes: UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION
+for partitions the metadata does not know, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a
+stale or future epoch, and NOT_LEADER_OR_FOLLOWER where this broker does not lead the
+partition. Error answers carry no data and no offsets; every code is retriable, so a
+misconfigured follower backs off instead of failing hard.
+Left out: preferred read replicas (KIP-392) and diverging-epoch answers (``last_fetched_epoch``,
+for consumers and followers alike: followers truncate with OffsetsForLeaderEpoch before they
+fetch under a new leader epoch instead, KIP-101/279).
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -44,7 +49,8 @@ from ...protocol.encoders.fetch import encode_fetch_response
 from ...protocol.entities import to_ms
 from ...protocol.errors import ErrorCode
 from ..dispatch import RawResponse, RequestContext, handler
-from ..replica_manager import FetchTarget, ReplicaManager, error_entry
+from ..replica_manager import FetchRead, FetchTarget, ReplicaManager
+from ..replication.leader import read_for_follower, record_follower_fetches
 from .metadata import leader_endpoints
 
 # kio reads the all-zero topic id as None; Kafka looks it up like any other id (no topic has
@@ -61,7 +67,8 @@ def _targets(ctx: RequestContext, request: Any) -> list[tuple[str | uuid.UUID, l
         name = manager.topic_name(key) if by_id else key
         targets = [
             FetchTarget(name, p.partition, p.fetch_offset, p.partition_max_bytes,
-                        getattr(p, "current_leader_epoch", -1), unknown_id=name is None)
+                        getattr(p, "current_leader_epoch", -1), unknown_id=name is None,
+                        log_start_offset=getattr(p, "log_start_offset", -1))
             for p in topic.partitions
         ]
         plan.append((key, targets))
@@ -93,12 +100,25 @@ def _non_replica_error(manager: ReplicaManager, target: FetchTarget) -> ErrorCod
     return ErrorCode.unknown_leader_epoch
 
 
-def _answer_non_replica(ctx: RequestContext, request: Any) -> RawResponse:
+def _follower_fetch(ctx: RequestContext, request: Any, replica_id: int) -> Any:
     manager = ctx.broker.replica_manager
-    topics = [(key, [error_entry(t.partition, _non_replica_error(manager, t))
-                     for t in targets])
-              for key, targets in _targets(ctx, request)]
-    return RawResponse(encode_fetch_response(ctx.version, topics))
+    plan = _targets(ctx, request)
+    record_follower_fetches(manager, replica_id, plan)
+    max_bytes = getattr(request, "max_bytes", 0x7FFFFFFF)
+
+    def refuse(target: FetchTarget) -> ErrorCode:
+        return _non_replica_error(manager, target)
+
+    def read() -> FetchRead:
+        return read_for_follower(manager, replica_id, plan, max_bytes, refuse)
+
+    first = read()
+    max_wait_ms = to_ms(request.max_wait)
+    if first.total_bytes >= request.min_bytes or max_wait_ms <= 0 or first.has_error:
+        return RawResponse(encode_fetch_response(ctx.version, first.topics))
+    keys = [(t.topic, t.partition) for _, targets in plan for t in targets]
+    waiter = manager.purgatory.watch(keys)
+    return _long_poll(ctx, keys, waiter, read, request.min_bytes, max_wait_ms)
 
 
 def _respond(ctx: RequestContext, topics: list[Any]) -> RawResponse:
@@ -119,8 +139,9 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     if getattr(request, "session_id", 0) != 0:
         return RawResponse(encode_fetch_response(
             version, [], error_code=ErrorCode.fetch_session_id_not_found))
-    if _replica_id(request) >= 0:
-        return _answer_non_replica(ctx, request)
+    replica_id = _replica_id(request)
+    if replica_id >= 0:
+        return _follower_fetch(ctx, request, replica_id)
     plan = _targets(ctx, request)
     committed = getattr(request, "isolation_level", 0) == 1
     max_bytes = getattr(request, "max_bytes", 0x7FFFFFFF)
@@ -132,19 +153,19 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     # (another connection's produce in the same loop turn) must wake it.
     keys = [(t.topic, t.partition) for _, targets in plan for t in targets]
     waiter = manager.purgatory.watch(keys)
-    return _long_poll(ctx, plan, keys, waiter, max_bytes, committed, request.min_bytes,
-                      max_wait_ms)
+    return _long_poll(ctx, keys, waiter,
+                      lambda: manager.read_for_fetch(plan, max_bytes, committed),
+                      request.min_bytes, max_wait_ms)
 
 
-async def _long_poll(ctx: RequestContext, plan: list[Any], keys: list[Any], waiter: Any,
-                     max_bytes: int, committed: bool, min_bytes: int,
+async def _long_poll(ctx: RequestContext, keys: list[Any], waiter: Any,
+                     read_again: Callable[[], FetchRead], min_bytes: int,
                      max_wait_ms: int) -> RawResponse:
-    manager = ctx.broker.replica_manager
-    purgatory = manager.purgatory
+    purgatory = ctx.broker.replica_manager.purgatory
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
         woke = await purgatory.wait_on(keys, waiter, deadline - time.monotonic())
-        read = manager.read_for_fetch(plan, max_bytes, committed)
+        read = read_again()
         if not woke or read.total_bytes >= min_bytes or read.has_error:
             return _respond(ctx, read.topics)
         waiter = purgatory.watch(keys)  # in the same step as the read, for the same reason

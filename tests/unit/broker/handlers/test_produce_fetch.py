@@ -154,7 +154,7 @@ def test_a_long_poll_is_answered_when_records_arrive(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
-def test_follower_fetches_are_refused_until_replication_exists(tmp_path: Path) -> None:
+def test_a_fetch_from_a_broker_that_is_not_a_replica_is_refused(tmp_path: Path) -> None:
     async def main() -> None:
         node = await two_brokers(tmp_path)
         topic_id = node.image.topics_by_name["t"].topic_id
