@@ -182,6 +182,8 @@ class ZkMetadataPlane:
         self.election = ControllerElection(zk, broker_id, self._on_elected, self._on_resigned)
         #: Brokers in controlled shutdown: never chosen as new leaders until they re-register.
         self.shutting_down: set[int] = set()
+        # ... nor added to an ISR (AlterPartition answers INELIGIBLE_REPLICA).
+        controller.ineligible_replicas = self.shutting_down
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reconcile_pending = False
         controller.listeners.append(self._on_metadata)
