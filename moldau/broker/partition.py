@@ -141,6 +141,8 @@ class Partition:
             end = self.log.log_end_offset
             if end > self.log.high_watermark:
                 self.log.update_high_watermark(end)
+                # acks=all produces parked on it answer now (the ISR shrank to this leader).
+                self.purgatory.notify(self.key)
 
     @property
     def last_stable_offset(self) -> int:
