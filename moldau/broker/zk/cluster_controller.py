@@ -120,8 +120,8 @@ def leader_elections(image: MetadataImage, shutting_down: Collection[int] = (),
                         log.warning(
                             "Unclean leader election of %s-%d: no in-sync replica (ISR %s) "
                             "is alive, so out-of-sync replica %d leads it "
-                            "(unclean.leader.election.enable=true); records only the ISR "
-                            "held since are lost", topic.name, p, state.isr, forced.leader)
+                            "(unclean.leader.election.enable=true); records it lacks are lost "
+                            "(data loss)", topic.name, p, state.isr, forced.leader)
                         change = forced
             if change is not None:
                 out.append(change)
