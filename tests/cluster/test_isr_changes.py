@@ -11,7 +11,7 @@ broker answers them):
   clients get errors) while ``unclean.leader.election.enable`` is false; setting it to true
   on the topic (IncrementalAlterConfigs through a broker that is not the controller) elects
   the out-of-sync replica, the controller logs a warning naming the partition, and produce
-  works again.
+  works again. The same with the key set as the controller's dynamic broker config.
 
 The ISR manager of the leaders is not wired yet (replication's fetcher comes with it), so the
 test sends the leader's AlterPartition itself.
@@ -24,6 +24,8 @@ import functools
 import time
 import uuid
 from typing import Any
+
+import pytest
 
 from moldau.broker.metadata.forwarding import ForwardingControllerChannel
 from moldau.broker.metadata.image import MetadataImage
@@ -160,8 +162,9 @@ def test_alter_partition_is_committed_and_seen_by_every_broker(
     assert partition_znode(cluster, topic) == (state, 1)
 
 
+@pytest.mark.parametrize("level", ["topic", "broker"])
 def test_unclean_election_keeps_a_partition_offline_until_enabled(
-        cluster_factory: ClusterFactory) -> None:
+        cluster_factory: ClusterFactory, level: str) -> None:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
@@ -194,10 +197,12 @@ def test_unclean_election_keeps_a_partition_offline_until_enabled(
     producer.flush(30)
     assert errors and errors[0] is not None, errors  # the client gets an error
 
-    # unclean.leader.election.enable=true on the topic, through a broker that is not the
-    # controller: the controller elects the out-of-sync replica.
-    resource = ConfigResource("topic", topic, incremental_configs=[
-        ConfigEntry(UNCLEAN, "true", incremental_operation=AlterConfigOpType.SET)])
+    # unclean.leader.election.enable=true on the topic (or the controller), through a
+    # broker that is not the controller: the controller elects the out-of-sync replica.
+    entry = ConfigEntry(UNCLEAN, "true", incremental_operation=AlterConfigOpType.SET)
+    # (confluent-kafka cannot name the cluster-wide default, "": the controller's own entry)
+    resource = ConfigResource(level, topic if level == "topic" else str(controller),
+                              incremental_configs=[entry])
     client = admin(via)  # kept: a dropped client ends its pending futures
     client.incremental_alter_configs([resource])[resource].result(60)
     wait_until(lambda: cluster.leaders(topic).get(0) == other, 60, "unclean election")
