@@ -28,13 +28,7 @@ from .assignment import AssignmentError, assign_replicas
 from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
 from .configs import validate_broker_changes
 from .image import MetadataImage
-from .isr_change import (
-    IsrChange,
-    IsrChangeResult,
-    apply_isr_change,
-    partition_state_of,
-    validate_isr_change,
-)
+from .isr_change import IsrChange, IsrChangeResult, partition_state_of, plan_isr_changes
 from .log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC
 from .records import (
     BROKER_RESOURCE,
@@ -430,25 +424,12 @@ class Controller:
         partition's state after it, or why it was refused."""
 
         async def run() -> list[IsrChangeResult]:
-            problems: list[Problem] = []
-            records: list[MetadataRecord] = []
-            for change in changes:
-                problem = validate_isr_change(self.image, broker_id, change,
-                                              ineligible=self.ineligible_replicas)
-                problems.append(problem)
-                if problem is None:
-                    state = self.image.topics_by_id[change.topic_id].partitions[
-                        change.partition]
-                    record = apply_isr_change(change, state)
-                    if record is not None:
-                        records.append(record)
+            problems, records = plan_isr_changes(self.image, broker_id, changes,
+                                                 ineligible=self.ineligible_replicas)
             failed = await self._try_commit(records)
-            results = []
-            for change, problem in zip(changes, problems, strict=True):
-                code, message = problem or failed or (ErrorCode.none, None)
-                results.append(partition_state_of(self.image, change.topic_id,
-                                                   change.partition, code, message))
-            return results
+            return [partition_state_of(self.image, change.topic_id, change.partition,
+                                       *(problem or failed or (ErrorCode.none, None)))
+                    for change, problem in zip(changes, problems, strict=True)]
 
         return await self._one_at_a_time(run)
 

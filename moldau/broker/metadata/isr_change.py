@@ -27,16 +27,16 @@ The checks, each answering one of Kafka's error codes:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ...protocol.errors import ErrorCode
 from .image import MetadataImage, PartitionState
-from .records import PartitionChangeRecord
+from .records import MetadataRecord, PartitionChangeRecord
 from .validation import Problem
 
 __all__ = ["IsrChange", "IsrChangeResult", "apply_isr_change", "partition_state_of",
-           "validate_isr_change"]
+           "plan_isr_changes", "validate_isr_change"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,33 @@ def apply_isr_change(change: IsrChange, state: PartitionState) -> PartitionChang
     if list(change.new_isr) == state.isr:
         return None
     return PartitionChangeRecord(change.topic_id, change.partition, isr=list(change.new_isr))
+
+
+def plan_isr_changes(image: MetadataImage, broker_id: int, changes: Sequence[IsrChange], *,
+                     ineligible: Collection[int] = ()
+                     ) -> tuple[list[Problem], list[MetadataRecord]]:
+    """Each change's refusal (None: valid), and the records of the valid ones that change
+    something (to be committed as one batch)."""
+    problems: list[Problem] = []
+    records: list[MetadataRecord] = []
+    seen: set[tuple[uuid.UUID, int]] = set()
+    for change in changes:
+        key = (change.topic_id, change.partition)
+        problem: Problem = None
+        if key in seen:
+            problem = (ErrorCode.invalid_request,
+                       f"Partition {change.partition} of topic {change.topic_id} is listed "
+                       f"more than once in one request.")
+        seen.add(key)
+        problem = problem or validate_isr_change(image, broker_id, change,
+                                                 ineligible=ineligible)
+        problems.append(problem)
+        if problem is None:
+            state = image.topics_by_id[change.topic_id].partitions[change.partition]
+            record = apply_isr_change(change, state)
+            if record is not None:
+                records.append(record)
+    return problems, records
 
 
 def partition_state_of(image: MetadataImage, topic_id: uuid.UUID, partition: int,

@@ -160,3 +160,21 @@ async def test_a_broker_that_is_not_the_controller_answers_not_controller(
         assert node.image.topics_by_id[T_ID].partitions[0].isr == [1, 2, 3]
     finally:
         await node.close()
+
+
+@run
+async def test_a_partition_listed_twice_is_changed_once(tmp_path: Path) -> None:
+    node = await node_with_topic(tmp_path)
+    try:
+        request = body(3, [1, 2])
+        twice = dict(request["topics"][0]["partitions"][0],
+                     new_isr_with_epochs=[{"broker_id": 1, "broker_epoch": -1}])
+        request["topics"][0]["partitions"].append(twice)
+        answer = await call(node, ApiKey.ALTER_PARTITION, 3, request)
+        first, second = answer["topics"][0]["partitions"]
+        assert (first["error_code"], list(first["isr"])) == (E.none, [1, 2])
+        assert second["error_code"] == E.invalid_request
+        state = node.image.topics_by_id[T_ID].partitions[0]
+        assert (state.isr, state.partition_epoch) == ([1, 2], 1)
+    finally:
+        await node.close()
