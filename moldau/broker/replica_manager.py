@@ -502,7 +502,10 @@ class ReplicaManager:
 
     async def wait_for_isr(self, topic: str, index: int, offset: int,
                            timeout_ms: int) -> ErrorCode:
-        """Wait until the high watermark passes ``offset`` (acks=all)."""
+        """Wait until the high watermark passes ``offset`` (acks=all). As Kafka's
+        DelayedProduce: once it has, an ISR that shrank below ``min.insync.replicas`` meanwhile
+        answers NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records are written, but on fewer
+        replicas than the producer asked for; it retries)."""
         import time
 
         deadline = time.monotonic() + timeout_ms / 1000
@@ -511,6 +514,8 @@ class ReplicaManager:
             if partition is None or not partition.is_leader:
                 return ErrorCode.not_leader_or_follower
             if partition.high_watermark >= offset:
+                if len(partition.isr) < partition.produce_limits[2]:
+                    return ErrorCode.not_enough_replicas_after_append
                 return ErrorCode.none
             if not await self.purgatory.wait([(topic, index)], deadline - time.monotonic()):
                 return ErrorCode.request_timed_out

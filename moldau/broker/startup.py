@@ -187,7 +187,9 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
         plane = ZkMetadataPlane.build(
             cluster.zk, node_id, image,
             default_partitions=lambda: config["num.partitions"],
-            default_replication_factor=lambda: config["default.replication.factor"])
+            default_replication_factor=lambda: config["default.replication.factor"],
+            unclean_enabled=lambda topic: bool(effective_topic_config(
+                image, config, topic)["unclean.leader.election.enable"]))
         controller = plane.controller
     replicas = ReplicaManager(node_id=node_id, image=image, config=config, log_manager=manager,
                               time_ms=time_ms)

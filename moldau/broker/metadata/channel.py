@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ...protocol.errors import ErrorCode
+from .isr_change import IsrChange, IsrChangeResult
 
 # A block of producer ids, as Kafka's controller hands them out (ProducerIdsBlock.PRODUCER_ID_
 # BLOCK_SIZE).
@@ -89,4 +90,10 @@ class ControllerChannel(Protocol):
                                     count: int = PRODUCER_ID_BLOCK) -> range:
         """A block of producer ids for ``broker_id``; raises KafkaError when none can be
         allocated."""
+        ...
+
+    async def alter_partition(self, broker_id: int, changes: Sequence[IsrChange]
+                              ) -> list[IsrChangeResult]:
+        """ISR changes of partitions ``broker_id`` leads (AlterPartition); one result per
+        change, in order."""
         ...

@@ -28,6 +28,7 @@ from .assignment import AssignmentError, assign_replicas
 from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
 from .configs import validate_broker_changes
 from .image import MetadataImage
+from .isr_change import IsrChange, IsrChangeResult, partition_state_of, plan_isr_changes
 from .log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC
 from .records import (
     BROKER_RESOURCE,
@@ -113,6 +114,8 @@ class Controller:
         self._default_partitions = default_partitions
         self._default_rf = default_replication_factor
         self._serial = asyncio.Lock()
+        #: Brokers that may not join an ISR although registered (in controlled shutdown).
+        self.ineligible_replicas: set[int] = set()
 
     # --- plumbing ----------------------------------------------------------------------
     async def _one_at_a_time(self, operation: Callable[[], Awaitable[T]]) -> T:
@@ -413,6 +416,22 @@ class Controller:
     async def change_partition(self, topic_id: uuid.UUID, partition: int, *,
                                leader: int | None = None, isr: list[int] | None = None) -> None:
         await self.commit([PartitionChangeRecord(topic_id, partition, leader=leader, isr=isr)])
+
+    async def alter_partition(self, broker_id: int, changes: Sequence[IsrChange]
+                              ) -> list[IsrChangeResult]:
+        """ISR changes a partition leader asks for (AlterPartition): each validated on its own
+        (:mod:`.isr_change`), the valid ones committed as one batch; each answered with the
+        partition's state after it, or why it was refused."""
+
+        async def run() -> list[IsrChangeResult]:
+            problems, records = plan_isr_changes(self.image, broker_id, changes,
+                                                 ineligible=self.ineligible_replicas)
+            failed = await self._try_commit(records)
+            return [partition_state_of(self.image, change.topic_id, change.partition,
+                                       *(problem or failed or (ErrorCode.none, None)))
+                    for change, problem in zip(changes, problems, strict=True)]
+
+        return await self._one_at_a_time(run)
 
     # --- configs -----------------------------------------------------------------------
     def _check_resource(self, resource_type: int, name: str) -> Problem:

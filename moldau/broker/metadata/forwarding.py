@@ -6,8 +6,8 @@ sending each change to the controller the image names (``MetadataImage.controlle
 the listener named by ``inter.broker.listener.name``, with :mod:`moldau.wire`'s connection, and
 mapping the answer back to the channel's results. Each change travels as the ordinary Kafka
 admin request that asks for it: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
-IncrementalAlterConfigs and AllocateProducerIds (Kafka's broker-to-controller request for
-producer-id blocks).
+IncrementalAlterConfigs, AllocateProducerIds (Kafka's broker-to-controller request for
+producer-id blocks) and AlterPartition (a leader's ISR changes, KIP-497).
 
 Why ordinary admin requests and not Envelope (KIP-590, API 58), with which Kafka's brokers
 forward a client's request as it came:
@@ -58,6 +58,7 @@ from ...wire.connection import BrokerConnection
 from ...wire.errors import ClientError, UnsupportedVersionError
 from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
 from .image import MetadataImage
+from .isr_change import IsrChange, IsrChangeResult
 
 log = logging.getLogger(__name__)
 
@@ -244,22 +245,75 @@ class ForwardingControllerChannel:
                              f"{ErrorCode(answer.error_code).name.upper()}")
         return range(answer.producer_id_start, answer.producer_id_start + answer.producer_id_len)
 
+    async def alter_partition(self, broker_id: int, changes: Sequence[IsrChange]
+                              ) -> list[IsrChangeResult]:
+        by_topic: dict[uuid.UUID, list[IsrChange]] = {}
+        for change in changes:
+            by_topic.setdefault(change.topic_id, []).append(change)
+
+        def body(version: int) -> dict[str, Any]:
+            # v3 carries broker epochs with the ISR (KIP-903); -1: not checked.
+            def isr(change: IsrChange) -> dict[str, Any]:
+                if version >= 3:
+                    return {"new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1}
+                                                    for b in change.new_isr]}
+                return {"new_isr": list(change.new_isr)}
+
+            return {"broker_id": broker_id, "broker_epoch": -1, "topics": [
+                {"topic_id": topic_id, "partitions": [
+                    {"partition_index": c.partition, "leader_epoch": c.leader_epoch,
+                     "leader_recovery_state": 0, "partition_epoch": c.partition_epoch,
+                     **isr(c)} for c in topic_changes]}
+                for topic_id, topic_changes in by_topic.items()]}
+
+        try:
+            answer = await self._send(ApiKey.ALTER_PARTITION, body, lambda r: [r.error_code])
+        except KafkaError as exc:
+            return [IsrChangeResult(c.topic_id, c.partition, exc.code, exc.message)
+                    for c in changes]
+        if answer.error_code != ErrorCode.none:
+            code = ErrorCode(answer.error_code)
+            return [IsrChangeResult(c.topic_id, c.partition, code,
+                                    f"the active controller refused the ISR change: "
+                                    f"{code.name.upper()}") for c in changes]
+        answered = {(t.topic_id, p.partition_index): p
+                    for t in answer.topics for p in t.partitions}
+        results = []
+        for c in changes:
+            p = answered.get((c.topic_id, c.partition))
+            if p is None:
+                results.append(IsrChangeResult(c.topic_id, c.partition,
+                                               ErrorCode.unknown_server_error,
+                                               "the controller's answer left this "
+                                               "partition out"))
+            elif p.error_code != ErrorCode.none:
+                results.append(IsrChangeResult(c.topic_id, c.partition,
+                                               ErrorCode(p.error_code)))
+            else:
+                results.append(IsrChangeResult(c.topic_id, c.partition, ErrorCode.none, None,
+                                               p.leader_id, p.leader_epoch, tuple(p.isr),
+                                               p.partition_epoch))
+        return results
+
     def close(self) -> None:
         """Close the connection to the controller (the next change opens another)."""
         self._drop()
 
     # --- sending ---------------------------------------------------------------------------
-    async def _send(self, api_key: ApiKey, body: Mapping[str, Any],
+    async def _send(self, api_key: ApiKey,
+                    body: Mapping[str, Any] | Callable[[int], Mapping[str, Any]],
                     errors: Callable[[Any], list[int]]) -> Any:
         """Send ``body`` to the active controller and return its answer, retrying while the
         controller moves or cannot be reached; KafkaError(REQUEST_TIMED_OUT) when
-        ``request_timeout_ms`` passes first."""
+        ``request_timeout_ms`` passes first. A callable ``body`` is given the version the
+        connection negotiated (for requests whose fields changed between versions)."""
         what = api_name(api_key)
         deadline = time.monotonic() + self.request_timeout_ms / 1000
         while True:
             try:
                 conn = await self._connection(deadline)
-                answer = await conn.request(api_key, body, timeout_ms=_left_ms(deadline))
+                data = body(conn.versions.require(api_key)) if callable(body) else body
+                answer = await conn.request(api_key, data, timeout_ms=_left_ms(deadline))
                 if ErrorCode.not_controller not in errors(answer):
                     return answer
                 raise _Retry(f"{conn.describe()} answered NOT_CONTROLLER: it is no longer "

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from .channel import PRODUCER_ID_BLOCK, ControllerChannel, Outcome, TopicResult, TopicSpec
 from .forwarding import ForwardingControllerChannel
 from .image import MetadataImage
+from .isr_change import IsrChange, IsrChangeResult
 
 
 class ActiveControllerChannel:
@@ -66,6 +67,10 @@ class ActiveControllerChannel:
     async def allocate_producer_ids(self, broker_id: int,
                                     count: int = PRODUCER_ID_BLOCK) -> range:
         return await self.current().allocate_producer_ids(broker_id, count)
+
+    async def alter_partition(self, broker_id: int, changes: Sequence[IsrChange]
+                              ) -> list[IsrChangeResult]:
+        return await self.current().alter_partition(broker_id, changes)
 
     def close(self) -> None:
         """Close the connection to a remote controller, if one is open."""

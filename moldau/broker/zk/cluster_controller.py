@@ -26,7 +26,11 @@ reactions Kafka's controller has:
 
 Every leader change bumps the leader epoch (the replay of PartitionChangeRecord does) and is
 written to the partition's state znode conditionally on its version, fenced by the controller
-epoch. Unclean leader election (a replica outside the ISR) is not done.
+epoch. Unclean leader election (the first live replica outside the ISR, which then forms the
+ISR alone) is done only for topics whose ``unclean.leader.election.enable`` is true (topic
+config, else the controller's broker config), with a warning naming the partition; a change of
+that config (AlterConfigs / IncrementalAlterConfigs of the topic or a broker) triggers a new
+election of the offline partitions, as Kafka's controller does.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ..metadata.controller import Controller
 from ..metadata.image import MetadataImage, PartitionState
 from ..metadata.records import (
+    ConfigRecord,
     MetadataRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
@@ -59,24 +64,31 @@ from .sync import ZkMetadataSync
 log = logging.getLogger(__name__)
 
 NO_LEADER = layout.NO_LEADER
+UNCLEAN_KEY = "unclean.leader.election.enable"
 #: Config change notifications older than this are deleted (Kafka's changeExpirationMs).
 NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
 NOTIFICATION_PURGE_INTERVAL_S = 60.0
 
 
 def elect_leader(topic_id: uuid.UUID, partition: int, state: PartitionState,
-                 alive: Collection[int], eligible: Collection[int]
+                 alive: Collection[int], eligible: Collection[int], *, unclean: bool = False
                  ) -> PartitionChangeRecord | None:
     """The change a partition needs when the brokers ``alive`` are registered, of which
     ``eligible`` may become leaders (not shutting down); None if none.
 
     A leader that is alive stays; dead replicas leave the ISR (never its last member). A
-    partition whose leader is dead or -1 gets the first eligible replica in the ISR, or -1."""
+    partition whose leader is dead or -1 gets the first eligible replica in the ISR; with
+    none, and ``unclean`` (``unclean.leader.election.enable``), the first eligible replica
+    outside it, which becomes the ISR alone (records only it had are lost); else -1."""
     isr = [b for b in state.isr if b in alive] or list(state.isr[-1:])
     if state.leader in alive:
         return (PartitionChangeRecord(topic_id, partition, isr=isr)
                 if isr != state.isr else None)
     leader = next((r for r in state.replicas if r in eligible and r in state.isr), NO_LEADER)
+    if leader == NO_LEADER and unclean:
+        leader = next((r for r in state.replicas if r in eligible), NO_LEADER)
+        if leader != NO_LEADER:
+            return PartitionChangeRecord(topic_id, partition, leader=leader, isr=[leader])
     if leader == NO_LEADER and state.leader == NO_LEADER and isr == state.isr:
         return None
     return PartitionChangeRecord(topic_id, partition,
@@ -84,15 +96,33 @@ def elect_leader(topic_id: uuid.UUID, partition: int, state: PartitionState,
                                  isr=isr if isr != state.isr else None)
 
 
-def leader_elections(image: MetadataImage, shutting_down: Collection[int] = ()
+def leader_elections(image: MetadataImage, shutting_down: Collection[int] = (),
+                     unclean_enabled: Callable[[str], bool] | None = None
                      ) -> list[MetadataRecord]:
-    """:func:`elect_leader` over every partition of ``image``."""
+    """:func:`elect_leader` over every partition of ``image``; ``unclean_enabled(topic)``
+    says whether a topic allows unclean leader election (default: none does). Each unclean
+    election is logged as a warning naming the partition."""
     alive = set(image.brokers)
     eligible = alive - set(shutting_down)
     out: list[MetadataRecord] = []
     for topic in image.topics_by_id.values():
+        unclean: bool | None = None  # resolved once per topic, only when needed
         for p, state in sorted(topic.partitions.items()):
             change = elect_leader(topic.topic_id, p, state, alive, eligible)
+            leader = state.leader if change is None or change.leader is None else change.leader
+            if leader == NO_LEADER and unclean_enabled is not None:
+                if unclean is None:
+                    unclean = unclean_enabled(topic.name)
+                if unclean:
+                    forced = elect_leader(topic.topic_id, p, state, alive, eligible,
+                                          unclean=True)
+                    if forced is not None and forced.leader not in (None, NO_LEADER):
+                        log.warning(
+                            "Unclean leader election of %s-%d: no in-sync replica (ISR %s) "
+                            "is alive, so out-of-sync replica %d leads it "
+                            "(unclean.leader.election.enable=true); records it lacks are lost "
+                            "(data loss)", topic.name, p, state.isr, forced.leader)
+                        change = forced
             if change is not None:
                 out.append(change)
     return out
@@ -173,8 +203,12 @@ class ZkMetadataPlane:
     """
 
     def __init__(self, zk: AsyncZooKeeper, broker_id: int, controller: Controller,
-                 store: ZkMetadataStore) -> None:
+                 store: ZkMetadataStore,
+                 unclean_enabled: Callable[[str], bool] | None = None) -> None:
         self.zk = zk
+        #: Whether a topic allows unclean leader election (its effective
+        #: ``unclean.leader.election.enable``); None: no topic does.
+        self.unclean_enabled = unclean_enabled
         self.broker_id = broker_id
         self.controller = controller
         self.store = store
@@ -182,6 +216,8 @@ class ZkMetadataPlane:
         self.election = ControllerElection(zk, broker_id, self._on_elected, self._on_resigned)
         #: Brokers in controlled shutdown: never chosen as new leaders until they re-register.
         self.shutting_down: set[int] = set()
+        # ... nor added to an ISR (AlterPartition answers INELIGIBLE_REPLICA).
+        controller.ineligible_replicas = self.shutting_down
         self._tasks: set[asyncio.Task[Any]] = set()
         self._reconcile_pending = False
         controller.listeners.append(self._on_metadata)
@@ -192,13 +228,14 @@ class ZkMetadataPlane:
     @classmethod
     def build(cls, zk: AsyncZooKeeper, broker_id: int, image: MetadataImage, *,
               default_partitions: Callable[[], int],
-              default_replication_factor: Callable[[], int]) -> ZkMetadataPlane:
+              default_replication_factor: Callable[[], int],
+              unclean_enabled: Callable[[str], bool] | None = None) -> ZkMetadataPlane:
         """A plane with its own store and Controller over ``image`` (the broker's image)."""
         store = ZkMetadataStore(zk, image)
         controller = Controller(image, store, default_partitions=default_partitions,
                                 default_replication_factor=default_replication_factor,
                                 max_batch_bytes=ZK_MAX_BATCH_BYTES)
-        return cls(zk, broker_id, controller, store)
+        return cls(zk, broker_id, controller, store, unclean_enabled)
 
     @property
     def image(self) -> MetadataImage:
@@ -266,6 +303,10 @@ class ZkMetadataPlane:
             if isinstance(record, RegisterBrokerRecord | UnregisterBrokerRecord):
                 brokers_changed = True
                 self.shutting_down.discard(record.broker_id)
+            elif isinstance(record, ConfigRecord) and record.name == UNCLEAN_KEY:
+                # Kafka's controller elects offline partitions again when unclean election
+                # is enabled dynamically (topic or broker).
+                brokers_changed = True
         if brokers_changed and self.is_active_controller:
             self._reconcile_soon()
 
@@ -333,7 +374,8 @@ class ZkMetadataPlane:
             return
         try:
             records = await self.controller.commit_with(
-                lambda image: leader_elections(image, self.shutting_down))
+                lambda image: leader_elections(image, self.shutting_down,
+                                               self.unclean_enabled))
         except Exception as exc:
             if isinstance(exc, KafkaError):
                 log.warning("leader election after a broker change failed: %s", exc)

@@ -541,6 +541,13 @@ TEMPLATES: dict[int, dict[str, Any]] = {
     ApiKey.DESCRIBE_PRODUCERS: {"topics": [{"name": "fuzz-a", "partition_indexes": [0, 1]}]},
     # A broker asking the controller for a block of producer ids (the fuzz broker is node 1).
     ApiKey.ALLOCATE_PRODUCER_IDS: {"broker_id": 1, "broker_epoch": -1},
+    # A leader asking the controller for an ISR change (an unknown topic id; v2 reads
+    # new_isr, v3 new_isr_with_epochs).
+    ApiKey.ALTER_PARTITION: {"broker_id": 1, "broker_epoch": -1, "topics": [
+        {"topic_id": "5c6e3a34-0d5c-4f4b-9c67-9a1f5e2b7d10", "partitions": [
+            {"partition_index": 0, "leader_epoch": 0, "partition_epoch": 0,
+             "leader_recovery_state": 0, "new_isr": [1],
+             "new_isr_with_epochs": [{"broker_id": 1, "broker_epoch": -1}]}]}]},
 }
 
 
