@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import sys
 import tempfile
@@ -302,6 +303,9 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
+    # kazoo warns on stderr at every connection ZooKeeper faults drop (the brokers' own logs
+    # and the history say what happened)
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     # run() prints the seed first, before anything that can hang or fail
     result = run(config, log=lambda line: print(line, flush=True))
     return result.exit_code
