@@ -219,6 +219,11 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
         if own_ensemble and ensemble is not None:
             ensemble.close()
     report = check(read_history(history_path))
+    if harness_error is None and not report.stats["acknowledged"]:
+        # nothing to lose proves nothing (acks=all on a topic whose followers never fetch)
+        harness_error = (f"no record was acknowledged in {rounds_done} rounds: the run proves "
+                         f"nothing (are the replicas fetching? see {out / 'clients.log'})")
+        log(f"[faults] {harness_error}")
     summary = {
         "seed": config.seed, "valid": report.valid and harness_error is None,
         "replay": config.replay_command(), "rounds_done": rounds_done,
