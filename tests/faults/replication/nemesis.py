@@ -20,34 +20,19 @@ kill-zookeeper             zookeeper   kill -9 of one ZooKeeper node (the quorum
 zookeeper-quorum-loss      zookeeper   kill -9 of two of three nodes for at least 10 s
 restart-all                everything  kill -9 of every broker and ZooKeeper node, then all
                                        started again
+partition-leader           broker      a leader cut off from the other brokers (not from
+                                       ZooKeeper, not from the clients) by nftables in its
+                                       network namespace; needs ``--netns``
+                                       (:mod:`.netlab`)
 wipe-partition (lossy)     broker      kill -9 of a leader and removal of its directories of
                                        the topic's partitions, then a restart: loses data
                                        without replication; only for showing the checker
                                        catches loss (never in a default run)
 =========================  ==========  =====================================================
 
-Not implemented yet: **partition-leader** (the leader cut off from the other brokers, not from
-the clients). Design, on tests/net/lab.py (SAFETY RULE: everything inside the private
-namespace a ``@netlab`` test or ``unshare -rnm`` gives; the runner would refuse to start it
-anywhere else, as ``enter_private_namespace`` does):
-
-- one lab namespace per broker (``b1``..``b3``), one for ZooKeeper and one for the clients
-  (the runner's producers and consumers run there, or in the parent private namespace joined
-  to it), all on one lab bridge ``br0`` in a ``net`` namespace; each broker gets two
-  listeners on its own lab address: ``INTERNAL`` (``inter.broker.listener.name``) on port
-  9093 and ``CLIENT`` on 9092, ZooKeeper on its own address (``tests/net/zookeeper.py``'s
-  ``LabZooKeeper``);
-- the cut is an nftables table in the isolated broker's namespace that drops, in both
-  directions, TCP to and from the other brokers' addresses on port 9093 and the other
-  brokers' connections to its own 9093 (``inet moldau_partition``; ``nft delete table`` heals
-  it): clients (port 9092 from the client namespace) and ZooKeeper still reach it, exactly
-  the partition of issue 13. A variant also drops ZooKeeper (the leader loses its session and
-  is fenced by the controller while clients can still reach it: the zombie writes case).
-  Dropping rather than rejecting keeps connections hanging as a real partition does, so
-  ``replica.fetch`` and request timeouts are the ones under test;
-- ``BrokerCluster`` needs a spawn hook (``ip netns exec <ns>``) and a per-broker host
-  (``BrokerSpec.host``) for that: the brokers' processes are then started by the lab, and
-  kill/stop signals still go to their pids (the lab's ``spawn`` returns the ``Popen``).
+``partition-leader`` runs only with ``--netns``: the runner re-executes itself in a private
+network namespace (SAFETY RULE of /work/shared/FACTS.md) and starts every broker in a lab
+namespace of its own (:mod:`.netlab`).
 """
 
 from __future__ import annotations
@@ -63,7 +48,8 @@ from typing import Any, ClassVar
 from moldau.testing.cluster import BrokerCluster
 from moldau.testing.zookeeper import ZooKeeperEnsemble, ZooKeeperNode
 
-__all__ = ["ALL_KINDS", "KINDS", "LOSSY_KINDS", "Fault", "NemesisEnv", "choose_round",
+__all__ = ["ALL_KINDS", "KINDS", "LOSSY_KINDS", "NETNS_KINDS", "Fault", "NemesisEnv",
+           "choose_round",
            "make_fault"]
 
 
@@ -78,6 +64,8 @@ class NemesisEnv:
     log: Callable[[str], None] = print
     #: brokers a fault of this round has taken out (a second fault leaves them alone)
     busy: set[int] = field(default_factory=set)
+    #: the network lab (:class:`~.netlab.FaultLab`) when brokers run in namespaces
+    lab: Any = None
 
     def running_brokers(self) -> list[int]:
         return sorted(i for i, node in self.cluster.brokers.items()
@@ -101,6 +89,8 @@ class Fault:
     name: ClassVar[str]
     domain: ClassVar[str]
     lossy: ClassVar[bool] = False
+    #: only with the brokers in network namespaces (``--netns``)
+    needs_lab: ClassVar[bool] = False
 
     def min_hold(self, env: NemesisEnv) -> float:
         return 0.0
@@ -186,6 +176,27 @@ class WipePartition(Fault):
         env.busy.discard(self.broker)
 
 
+class PartitionLeader(Fault):
+    """The leader cut off from the other brokers, not from ZooKeeper or the clients."""
+
+    name = "partition-leader"
+    domain = "broker"
+    needs_lab = True
+
+    def start(self, env: NemesisEnv) -> dict[str, Any]:
+        if env.lab is None:
+            raise RuntimeError("partition-leader needs the brokers in network namespaces: "
+                               "run with --netns")
+        partition, self.broker = env.random_leader()
+        env.busy.add(self.broker)
+        cut_from = env.lab.isolate(self.broker)
+        return {"broker": self.broker, "partition": partition, "cut_from": cut_from}
+
+    def stop(self, env: NemesisEnv) -> None:
+        env.lab.heal(self.broker)
+        env.busy.discard(self.broker)
+
+
 class KillZooKeeperNode(Fault):
     name = "kill-zookeeper"
     domain = "zookeeper"
@@ -247,11 +258,14 @@ class RestartAll(Fault):
 
 _CLASSES: tuple[type[Fault], ...] = (KillLeader, KillController, PauseLeader,
                                      KillZooKeeperNode, ZooKeeperQuorumLoss, RestartAll,
-                                     WipePartition)
+                                     PartitionLeader, WipePartition)
 #: Every fault kind by name.
 ALL_KINDS: dict[str, type[Fault]] = {cls.name: cls for cls in _CLASSES}
-#: The kinds a replicated cluster must survive without losing an acknowledged record.
-KINDS = tuple(name for name, cls in ALL_KINDS.items() if not cls.lossy)
+#: The kinds a replicated cluster must survive without losing an acknowledged record, on
+#: loopback (:data:`NETNS_KINDS` need ``--netns``).
+KINDS = tuple(name for name, cls in ALL_KINDS.items() if not cls.lossy and not cls.needs_lab)
+#: Kinds that need the brokers in network namespaces of their own.
+NETNS_KINDS = tuple(name for name, cls in ALL_KINDS.items() if cls.needs_lab)
 #: Kinds that lose data by design (the checker's own proof that it can fail).
 LOSSY_KINDS = tuple(name for name, cls in ALL_KINDS.items() if cls.lossy)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import random
 import sys
 import tempfile
@@ -30,10 +31,11 @@ from typing import Any
 
 from moldau.testing.cluster import TEST_DEFAULTS, BrokerCluster, BrokerSpec
 from moldau.testing.zookeeper import ZooKeeperEnsemble
+from tests.net.lab import INNER_ENV
 
 from .checker import Report, check
 from .history import History, read_history
-from .nemesis import ALL_KINDS, KINDS, NemesisEnv, choose_round, hold_time, sleep
+from .nemesis import ALL_KINDS, KINDS, NETNS_KINDS, NemesisEnv, choose_round, hold_time, sleep
 from .workload import ClientSettings, ConsumerWorker, ProducerWorker, final_read
 
 __all__ = ["RunConfig", "RunResult", "main", "run"]
@@ -59,6 +61,7 @@ class RunConfig:
     idempotence: bool = True
     brokers: int = 3
     out: Path | None = None
+    netns: bool = False
     settings: dict[str, str] = field(default_factory=dict)
 
     def replay_command(self) -> str:
@@ -73,6 +76,8 @@ class RunConfig:
             parts.append("--no-idempotence")
         if self.unclean:
             parts.append("--unclean")
+        if self.netns:
+            parts.append("--netns")
         return ".venv/bin/python -m tests.faults.replication " + " ".join(parts)
 
 
@@ -131,6 +136,8 @@ def _wait_led(cluster: BrokerCluster, topic: str, partitions: int, timeout: floa
 def _heal(env: NemesisEnv, config: RunConfig) -> None:
     """Every ZooKeeper node serving, every broker running and registered, every partition led
     (a fault that failed to stop leaves nothing behind for the next round)."""
+    if env.lab is not None:
+        env.lab.heal_all()
     env.ensemble.heal(120)
     for broker, node in env.cluster.brokers.items():
         if not node.running():
@@ -142,10 +149,16 @@ def _heal(env: NemesisEnv, config: RunConfig) -> None:
 
 def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
         log: Callable[[str], None] = print) -> RunResult:
-    """One run; ``ensemble`` is an existing 3-node ensemble to use (else one is started)."""
+    """One run; ``ensemble`` is an existing 3-node ensemble to use (else one is started).
+    With ``config.netns`` the process must already be in a private namespace
+    (:func:`.netlab.reexec_private`); the brokers then run in lab namespaces."""
     unknown = [k for k in config.faults if k not in ALL_KINDS]
     if unknown:
         raise ValueError(f"unknown fault kind(s) {unknown}; known: {', '.join(ALL_KINDS)}")
+    needs_lab = [k for k in config.faults if k in NETNS_KINDS]
+    if needs_lab and not config.netns:
+        raise ValueError(f"fault kind(s) {needs_lab} need the brokers in network namespaces: "
+                         "add --netns")
     log(f"[faults] seed {config.seed} (--seed {config.seed} replays it)")
     out = Path(config.out or tempfile.mkdtemp(prefix=f"moldau-faults-{config.seed}-"))
     if out.exists() and any(out.iterdir()):
@@ -165,12 +178,26 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
     history.record("meta", seed=config.seed, topic=topic, config=asdict(config) | {
         "out": str(out), "faults": list(config.faults)})
     cluster: BrokerCluster | None = None
+    lab: Any = None
     try:
-        if ensemble is None:
-            ensemble = ZooKeeperEnsemble(3, out / "zookeeper").start(120)
-        specs = [BrokerSpec(broker_id=i) for i in range(1, config.brokers + 1)]
-        cluster = BrokerCluster(specs, out / "brokers", defaults=_broker_settings(config),
-                                zookeeper=ensemble.connect(f"/faults-{uuid.uuid4().hex[:8]}"))
+        chroot = f"/faults-{uuid.uuid4().hex[:8]}"
+        if config.netns:
+            from .netlab import FaultLab, LabBrokerCluster
+
+            lab = FaultLab(config.brokers, out / "lab")
+            if ensemble is None:
+                ensemble = ZooKeeperEnsemble(3, out / "zookeeper", host=lab.host).start(120)
+            specs = [BrokerSpec(broker_id=i, host=lab.broker_host(i))
+                     for i in range(1, config.brokers + 1)]
+            cluster = LabBrokerCluster(specs, out / "brokers", pythons=lab.pythons,
+                                       defaults=_broker_settings(config),
+                                       zookeeper=ensemble.connect(chroot))
+        else:
+            if ensemble is None:
+                ensemble = ZooKeeperEnsemble(3, out / "zookeeper").start(120)
+            specs = [BrokerSpec(broker_id=i) for i in range(1, config.brokers + 1)]
+            cluster = BrokerCluster(specs, out / "brokers", defaults=_broker_settings(config),
+                                    zookeeper=ensemble.connect(chroot))
         cluster.start(180)
         _create_topic(cluster, config, topic)
         log(f"[faults] cluster up in {time.monotonic() - started:.1f} s: brokers "
@@ -185,7 +212,7 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
         workers = {"producers": producers, "consumers": consumers}
         for worker in (*producers, *consumers):
             worker.start()
-        env = NemesisEnv(cluster, ensemble, topic, rng, log)
+        env = NemesisEnv(cluster, ensemble, topic, rng, log, lab=lab)
         sleep(min(config.quiet, 2.0))
         for round_ in range(1, config.rounds + 1):
             faults = choose_round(rng, config.faults)
@@ -218,6 +245,8 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
             cluster.close()
         if own_ensemble and ensemble is not None:
             ensemble.close()
+        if lab is not None:
+            lab.close()
     report = check(read_history(history_path))
     if harness_error is None and not report.stats["acknowledged"]:
         # nothing to lose proves nothing (acks=all on a topic whose followers never fetch)
@@ -274,8 +303,9 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
                         help="longest time a fault stays on, s (a fault may need longer)")
     parser.add_argument("--quiet", type=float, default=3.0,
                         help="longest quiet time between rounds, s")
-    parser.add_argument("--faults", default=",".join(KINDS),
-                        help=f"comma list of fault kinds (default: all but the lossy ones); "
+    parser.add_argument("--faults", default=None,
+                        help=f"comma list of fault kinds (default: all but the lossy one, and "
+                             f"{', '.join(NETNS_KINDS)} only with --netns); "
                              f"known: {', '.join(ALL_KINDS)}")
     parser.add_argument("--replication-factor", type=int, default=3)
     parser.add_argument("--min-insync", type=int, default=2,
@@ -289,12 +319,16 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
                         help="records per second per producer")
     parser.add_argument("--acks", default="all", choices=["all", "1", "0", "-1"])
     parser.add_argument("--no-idempotence", dest="idempotence", action="store_false")
+    parser.add_argument("--netns", action="store_true",
+                        help="every broker in a network namespace of its own, inside a "
+                             "private namespace (adds the partition-leader fault kind)")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for history.jsonl, summary.json and the processes' "
                              "data and logs (default: a new temporary directory)")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
-    faults = [k.strip() for k in args.faults.split(",") if k.strip()]
+    default = ",".join(KINDS + (NETNS_KINDS if args.netns else ()))
+    faults = [k.strip() for k in (args.faults or default).split(",") if k.strip()]
     unknown = [k for k in faults if k not in ALL_KINDS]
     if unknown or not faults:
         parser.error(f"--faults: unknown kind(s) {unknown}; known: {', '.join(ALL_KINDS)}")
@@ -303,11 +337,19 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
                      min_insync=args.min_insync, unclean=args.unclean,
                      partitions=args.partitions, producers=args.producers,
                      consumers=args.consumers, rate=args.rate, acks=args.acks,
-                     idempotence=args.idempotence, out=args.out)
+                     idempotence=args.idempotence, out=args.out, netns=args.netns)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     config = parse_args(argv)
+    if config.netns and os.environ.get(INNER_ENV) != "1":
+        from .netlab import reexec_private
+
+        # the seed is fixed here so the run inside is the one printed
+        print(f"[faults] seed {config.seed}: re-running inside a private network namespace",
+              flush=True)
+        given = list(sys.argv[1:] if argv is None else argv)
+        return reexec_private([*given, "--seed", str(config.seed)])
     # kazoo warns on stderr at every connection ZooKeeper faults drop (the brokers' own logs
     # and the history say what happened)
     logging.getLogger("kazoo").setLevel(logging.ERROR)
