@@ -197,7 +197,7 @@ class ZooKeeperEnsemble:
         jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
         java: str | None = None,
         isolate: bool = False,
-        host: str = "127.0.0.1",
+        bind_host: str = "127.0.0.1",
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one server, got size={size}")
@@ -219,7 +219,7 @@ class ZooKeeperEnsemble:
         self.java = java
         self.isolate = isolate
         #: the address every port binds (a test network's address instead of loopback)
-        self.host = host
+        self.bind_host = bind_host
         self.nodes: list[ZooKeeperNode] = []
 
     # -- addresses ---------------------------------------------------------------------------
@@ -349,7 +349,7 @@ class ZooKeeperEnsemble:
         self.nodes = [
             ZooKeeperNode(server_id=i + 1, node_dir=self.base_dir / f"zk-{i + 1}",
                           client_port=client[i], quorum_port=others[2 * i],
-                          election_port=others[2 * i + 1], host=self.host)
+                          election_port=others[2 * i + 1], host=self.bind_host)
             for i in range(self.size)
         ]
 
@@ -362,7 +362,7 @@ class ZooKeeperEnsemble:
             f"maxSessionTimeout={self.max_session_timeout_ms}",
             f"dataDir={node.data_dir}",
             f"clientPort={node.client_port}",
-            f"clientPortAddress={self.host}",
+            f"clientPortAddress={self.bind_host}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,srvr,stat,mntr,conf",
         ]

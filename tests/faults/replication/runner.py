@@ -186,7 +186,8 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
 
             lab = FaultLab(config.brokers, out / "lab")
             if ensemble is None:
-                ensemble = ZooKeeperEnsemble(3, out / "zookeeper", host=lab.host).start(120)
+                ensemble = ZooKeeperEnsemble(3, out / "zookeeper",
+                                             bind_host=lab.host).start(120)
             specs = [BrokerSpec(broker_id=i, host=lab.broker_host(i))
                      for i in range(1, config.brokers + 1)]
             cluster = LabBrokerCluster(specs, out / "brokers", pythons=lab.pythons,
