@@ -156,6 +156,14 @@ def test_an_acknowledged_offset_holding_another_value_is_divergent() -> None:
     only(check(b.events), "divergent")
 
 
+def test_acks_without_an_offset_are_not_divergent() -> None:
+    b = Builder()
+    b.produce("a0", 0, -1)  # acks=0: acknowledged without an offset
+    b.produce("a1", 0, -1)
+    b.final(0, ["a0", "a1"])
+    assert check(b.events).valid
+
+
 def test_offsets_going_back_within_one_consumer_are_non_monotonic() -> None:
     b = Builder()
     for i in range(3):

@@ -197,7 +197,8 @@ def check(events: Iterable[Mapping[str, Any]]) -> Report:
     for event in (*polls, *finals):
         seen[(event["partition"], event["offset"])].add(event["value"])
     for value, (partition, offset, _t) in acked.items():
-        seen[(partition, offset)].add(value)
+        if offset is not None and offset >= 0:  # acks=0 reports no offset (-1)
+            seen[(partition, offset)].add(value)
     for (partition, offset), values in sorted(seen.items()):
         if len(values) > 1:
             ordered = sorted(values)
