@@ -111,7 +111,11 @@ class ProducerWorker(threading.Thread):
                         producer.produce(s.topic, value.encode(), partition=partition,
                                          on_delivery=report)
                         break
-                    except BufferError:
+                    except BufferError:  # the local queue is full: the cluster is stuck
+                        if self._halt.is_set():
+                            history.record("fail", value=value, partition=partition,
+                                           error="NOT_SENT", retriable=False, fatal=False)
+                            break
                         producer.poll(0.1)
                     except KafkaException as exc:  # fatal idempotence error: recorded, stop
                         history.record("fail", value=value, partition=partition,
@@ -128,11 +132,11 @@ class ProducerWorker(threading.Thread):
         finally:
             self.unresolved = producer.flush(self.flush_timeout)
 
-    def finish(self, flush_timeout: float) -> None:
-        """Stop producing and wait (up to ``flush_timeout`` s) for outstanding outcomes."""
+    def halt(self, flush_timeout: float) -> None:
+        """Stop producing; the thread then waits up to ``flush_timeout`` s for outstanding
+        outcomes (join it)."""
         self.flush_timeout = flush_timeout
         self._halt.set()
-        self.join(flush_timeout + 30)
 
 
 class ConsumerWorker(threading.Thread):
