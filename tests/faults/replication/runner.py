@@ -266,7 +266,8 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
                       for c in workers.get("consumers", [])],
     }
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
-    log(f"[faults] seed {config.seed}: {report.summary_line()}; {rounds_done} rounds, "
+    verdict = "HARNESS FAILED (exit 2), checker: " if harness_error else ""
+    log(f"[faults] seed {config.seed}: {verdict}{report.summary_line()}; {rounds_done} rounds, "
         f"{report.stats}; history {history_path}, summary {summary_path}")
     if not report.valid:
         log(f"[faults] per partition {report.as_dict()['per_partition']}; per fault "
