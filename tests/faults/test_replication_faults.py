@@ -12,7 +12,12 @@ becomes replication factor 3, ``min.insync.replicas=2`` and every fault kind.
 The second test shows the checker failing on a real run: without replication and with
 acks=1, a broker whose partition directories are removed while it is down (the lossy
 ``wipe-partition`` fault) loses acknowledged records, and the run reports them with its
-seed. (With replication: acks=1 and unclean leader election, as the issue asks.)
+seed. With replication the issue asks for acks=1 and unclean leader election instead: a
+lossy fault that SIGSTOPs a partition's two followers for longer than
+``replica.lag.time.max.ms`` (set low in ``RunConfig.settings``) so the ISR shrinks to the
+leader, lets acks=1 records land on the leader alone, kills it, and resumes the followers:
+with ``--unclean`` one of them is elected without those records, and the run must report
+them lost.
 """
 
 from __future__ import annotations
