@@ -41,7 +41,7 @@ lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
 clean:
-	rm -rf $(VENV) data dev-cluster
+	rm -rf $(VENV) data dev-cluster faults-runs
 
 ## The live fuzzer's long run (docs/testing.md, "Fuzzing"): 1,000,000 mutated requests, then
 ## 1,000,000 CRC-valid lying record batches; 1-2 hours on 2 cores. FUZZ_ARGS="--seed N ...".
@@ -49,3 +49,13 @@ clean:
 fuzz-long: test-deps
 	$(BIN)/python -m tests.faults.fuzz.live --inputs 1000000 --mode requests $(FUZZ_ARGS)
 	$(BIN)/python -m tests.faults.fuzz.live --inputs 1000000 --mode batches $(FUZZ_ARGS)
+
+## The replication fault suite's long run (docs/operations.md, "Fault suite"): FAULT_ROUNDS
+## rounds drawn from every fault kind against a 3-node ZooKeeper ensemble and 3 brokers, topic
+## replication factor 3 and min.insync.replicas=2; history and summary under faults-runs/.
+## FAULTS_ARGS="--seed N ..." replays a run.
+FAULT_ROUNDS ?= 100
+.PHONY: faults
+faults: test-deps
+	$(BIN)/python -m tests.faults.replication --rounds $(FAULT_ROUNDS) \
+		--out faults-runs/$$(date -u +%Y%m%dT%H%M%SZ) $(FAULTS_ARGS)

@@ -130,10 +130,11 @@ class ZooKeeperNode(ChildProcess):
     quorum_port: int
     election_port: int
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    host: str = "127.0.0.1"
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     @property
     def data_dir(self) -> Path:
@@ -155,7 +156,7 @@ class ZooKeeperNode(ChildProcess):
 
     def mode(self) -> str | None:
         """See :func:`server_mode`."""
-        return server_mode(self.client_port) if self.running() else None
+        return server_mode(self.client_port, self.host) if self.running() else None
 
     def log_tail(self, lines: int = 30) -> str:
         """The last lines of the JVM output and the ZooKeeper log, for error messages."""
@@ -196,6 +197,7 @@ class ZooKeeperEnsemble:
         jvm_options: Sequence[str] = DEFAULT_JVM_OPTIONS,
         java: str | None = None,
         isolate: bool = False,
+        bind_host: str = "127.0.0.1",
     ) -> None:
         if size < 1:
             raise ValueError(f"an ensemble needs at least one server, got size={size}")
@@ -216,6 +218,8 @@ class ZooKeeperEnsemble:
         self.jvm_options = list(jvm_options)
         self.java = java
         self.isolate = isolate
+        #: the address every port binds (a test network's address instead of loopback)
+        self.bind_host = bind_host
         self.nodes: list[ZooKeeperNode] = []
 
     # -- addresses ---------------------------------------------------------------------------
@@ -345,7 +349,7 @@ class ZooKeeperEnsemble:
         self.nodes = [
             ZooKeeperNode(server_id=i + 1, node_dir=self.base_dir / f"zk-{i + 1}",
                           client_port=client[i], quorum_port=others[2 * i],
-                          election_port=others[2 * i + 1])
+                          election_port=others[2 * i + 1], host=self.bind_host)
             for i in range(self.size)
         ]
 
@@ -358,13 +362,13 @@ class ZooKeeperEnsemble:
             f"maxSessionTimeout={self.max_session_timeout_ms}",
             f"dataDir={node.data_dir}",
             f"clientPort={node.client_port}",
-            "clientPortAddress=127.0.0.1",
+            f"clientPortAddress={self.bind_host}",
             "admin.enableServer=false",
             "4lw.commands.whitelist=ruok,srvr,stat,mntr,conf",
         ]
         if self.size > 1:
             lines += [
-                f"server.{peer.server_id}=127.0.0.1:{peer.quorum_port}:{peer.election_port}"
+                f"server.{peer.server_id}={peer.host}:{peer.quorum_port}:{peer.election_port}"
                 for peer in self.nodes
             ]
         return "\n".join(lines) + "\n"

@@ -1,0 +1,7 @@
+"""``python -m tests.faults.replication``: see :mod:`.runner`."""
+
+import sys
+
+from .runner import main
+
+sys.exit(main())
