@@ -232,8 +232,16 @@ def describe_lines(info: TopicInfo, configs: dict[str, Any], args: argparse.Name
         if wanted:
             lines.append(f"\tTopic: {info.name}\tPartition: {p.partition}"
                          f"\tLeader: {p.leader if has_leader else 'none'}"
-                         f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+                         f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+                         + _offline(p.offline_replicas))
     return lines
+
+
+def _offline(replicas: tuple[int, ...]) -> str:
+    """Confluent's kafka-topics adds ``Offline:`` (replicas on brokers that are down); Apache
+    Kafka's has no such column, so it is printed only when there are some, keeping a healthy
+    partition's line byte-identical to Apache Kafka's."""
+    return f"\tOffline: {_ids(replicas)}" if replicas else ""
 
 
 def _topic_id(topic_id: Any) -> str:
