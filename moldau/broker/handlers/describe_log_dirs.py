@@ -1,4 +1,5 @@
-"""DescribeLogDirs (key 35), versions 0-4.
+"""DescribeLogDirs (key 35), versions 1-4 (v0 was removed in Kafka 4.0, KIP-896; kio has no
+schema for it).
 
 Each broker answers for its own ``log.dirs``, as Kafka's ``ReplicaManager.describeLogDirs``:
 one result per log dir with its absolute path, an error code (KAFKA_STORAGE_ERROR while writes
@@ -42,7 +43,7 @@ def _disk(log_dir: str) -> tuple[int, int]:
     return usage.total, usage.free
 
 
-@handler(ApiKey.DESCRIBE_LOG_DIRS, 0, 4)
+@handler(ApiKey.DESCRIBE_LOG_DIRS, 1, 4)
 def handle_describe_log_dirs(ctx: RequestContext, request: Any) -> Any:
     manager = ctx.broker.replica_manager.log_manager
     wanted = _wanted(request)
