@@ -139,6 +139,15 @@ def check_args(args: argparse.Namespace) -> str | None:
     if action != "describe" and (any(getattr(args, r) for r in _REPORTS)
                                  or args.topics_with_overrides):
         return "The partition report options can only be used with --describe"
+    if args.topics_with_overrides:
+        # Kafka's TopicCommand: the report filters combine with each other (a partition
+        # matching any is listed), never with --topics-with-overrides.
+        report = next((r for r in _REPORTS if getattr(args, r)), None)
+        if report:
+            return (f"Option \"[{report.replace('_', '-')}]\" can't be used with option "
+                    "\"[topics-with-overrides]\"")
+    if args.exclude_internal and action not in ("list", "describe"):
+        return f"Option \"[exclude-internal]\" can't be used with option \"[{action}]\""
     return None
 
 

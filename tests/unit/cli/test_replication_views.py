@@ -110,3 +110,28 @@ def test_broker_list_checks() -> None:
         brokers_to_query({2, 5}, {1, 2, 3})
     assert str(caught.value) == ("ERROR: The given brokers do not exist from --broker-list: 5. "
                                  "Current existent brokers: 1,2,3")
+
+
+def usage(**given: object) -> str | None:
+    from moldau.cli.topics import check_args
+
+    values: dict[str, object] = {
+        "create": False, "list": False, "describe": True, "alter": False, "delete": False,
+        "topic": None, "partitions": None, "replication_factor": None,
+        "replica_assignment": None, "config": [], "if_not_exists": False, "if_exists": False,
+        "exclude_internal": False, "topics_with_overrides": False,
+        **{f: False for f in FILTERS}}
+    values.update(given)
+    return check_args(argparse.Namespace(**values))
+
+
+def test_report_flags_combine_like_topic_command() -> None:
+    assert usage(under_replicated_partitions=True, unavailable_partitions=True,
+                 exclude_internal=True) is None
+    assert usage(under_min_isr_partitions=True, topics_with_overrides=True) == (
+        "Option \"[under-min-isr-partitions]\" can't be used with option "
+        "\"[topics-with-overrides]\"")
+    assert usage(describe=False, list=True, unavailable_partitions=True) == (
+        "The partition report options can only be used with --describe")
+    assert usage(describe=False, delete=True, topic="t", exclude_internal=True) == (
+        "Option \"[exclude-internal]\" can't be used with option \"[delete]\"")
