@@ -12,8 +12,9 @@ naming the brokers to start again. ``--zookeeper`` adds ZooKeeper's view: ``/con
 the registration of every broker with the endpoints of all its listeners.
 
 Exit status: 0 when every broker is reachable (with the ``--address-map`` given, if any), the
-bootstrap list is consistent, a controller is active and no partition is offline; 1
-otherwise; 2 for bad options.
+bootstrap list is consistent, a controller is active, no partition is offline and no ISR is
+smaller than its topic's ``min.insync.replicas`` (under-replicated partitions are a warning:
+they still work); 1 otherwise; 2 for bad options.
 """
 
 from __future__ import annotations
@@ -38,9 +39,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
             "Connect to the bootstrap servers, then dial every broker address the cluster "
             "advertises, as a client would. Prints per broker what worked; for each failure "
             "why (unresolvable name, refused, timed out, another node answering) and how to "
-            "fix it; on a cluster also the controller, registered vs reachable brokers and offline "
-            "partitions. Exit status 0 when all brokers are reachable and every partition has "
-            "a leader, 1 when not."),
+            "fix it; on a cluster also the controller, registered vs reachable brokers, offline "
+            "and under-replicated partitions, and ISRs below min.insync.replicas. Exit status "
+            "0 when all brokers are reachable, every partition has a leader and no ISR is "
+            "below min.insync.replicas; 1 when not."),
     )
     parser.add_argument(
         "--bootstrap-server", "-b", dest="bootstrap_server", required=True,

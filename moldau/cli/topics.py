@@ -139,6 +139,15 @@ def check_args(args: argparse.Namespace) -> str | None:
     if action != "describe" and (any(getattr(args, r) for r in _REPORTS)
                                  or args.topics_with_overrides):
         return "The partition report options can only be used with --describe"
+    if args.topics_with_overrides:
+        # Kafka's TopicCommand: the report filters combine with each other (a partition
+        # matching any is listed), never with --topics-with-overrides.
+        report = next((r for r in _REPORTS if getattr(args, r)), None)
+        if report:
+            return (f"Option \"[{report.replace('_', '-')}]\" can't be used with option "
+                    "\"[topics-with-overrides]\"")
+    if args.exclude_internal and action not in ("list", "describe"):
+        return f"Option \"[exclude-internal]\" can't be used with option \"[{action}]\""
     return None
 
 
@@ -232,8 +241,16 @@ def describe_lines(info: TopicInfo, configs: dict[str, Any], args: argparse.Name
         if wanted:
             lines.append(f"\tTopic: {info.name}\tPartition: {p.partition}"
                          f"\tLeader: {p.leader if has_leader else 'none'}"
-                         f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}")
+                         f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
+                         + _offline(p.offline_replicas))
     return lines
+
+
+def _offline(replicas: tuple[int, ...]) -> str:
+    """Confluent's kafka-topics adds ``Offline:`` (replicas on brokers that are down); Apache
+    Kafka's has no such column, so it is printed only when there are some, keeping a healthy
+    partition's line byte-identical to Apache Kafka's."""
+    return f"\tOffline: {_ids(replicas)}" if replicas else ""
 
 
 def _topic_id(topic_id: Any) -> str:

@@ -15,10 +15,12 @@ from .admin_types import (
     GroupDescription,
     GroupListing,
     ListOffsetsResult,
+    LogDirDescription,
     MemberDescription,
     NewTopic,
     OffsetSpec,
     PartitionLag,
+    ReplicaLogInfo,
     ResourceType,
 )
 from .cluster import Cluster
@@ -60,10 +62,12 @@ __all__ = [
     "BrokerConnection", "BrokerError", "BrokerInfo", "ClientError", "Cluster", "ClusterInfo",
     "CommitFailedError", "ConfigEntry", "ConfigError", "ConfigResource", "Consumer",
     "ConsumerRecord", "GroupDescription", "GroupListing", "GroupMembership",
-    "KafkaConnectionError", "KafkaTimeoutError", "ListOffsetsResult", "MemberDescription",
+    "KafkaConnectionError", "KafkaTimeoutError", "ListOffsetsResult", "LogDirDescription",
+    "MemberDescription",
     "NewTopic", "NoBrokersAvailable", "OffsetAndMetadata", "OffsetOutOfRangeError",
     "OffsetSpec", "PartitionInfo", "PartitionLag", "Producer", "RebalanceInProgressError",
-    "RebalanceListener", "RecordCorruptError", "RecordMetadata", "ResourceType",
+    "RebalanceListener", "RecordCorruptError", "RecordMetadata", "ReplicaLogInfo",
+    "ResourceType",
     "SyncAdminClient", "SyncConsumer", "SyncProducer", "TopicInfo", "TopicPartition",
     "UnsupportedVersionError", "murmur2", "partition_for_key",
 ]

@@ -25,8 +25,10 @@ from .admin_types import (
     GroupDescription,
     GroupListing,
     ListOffsetsResult,
+    LogDirDescription,
     NewTopic,
     PartitionLag,
+    ReplicaLogInfo,
     ResourceType,
 )
 from .cluster import Cluster
@@ -423,6 +425,35 @@ class AdminClient:
         """Brokers by node id, as the client will connect to them (address map applied)."""
         info = await self.describe_cluster()
         return {b.node_id: b for b in info.brokers}
+
+    async def describe_log_dirs(
+        self, brokers: Iterable[int]
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """Each broker's log dirs (DescribeLogDirs for every partition, sent to that broker,
+        as Kafka's Admin.describeLogDirs): path -> error, replicas with sizes, disk space."""
+        out: dict[int, dict[str, LogDirDescription]] = {}
+        for node in sorted(set(brokers)):
+            async def send(node: int = node) -> Any:
+                response = await self.cluster.request(node, ApiKey.DESCRIBE_LOG_DIRS,
+                                                      {"topics": None})
+                if getattr(response, "error_code", 0):
+                    raise BrokerError(response.error_code, "", f"DescribeLogDirs broker {node}")
+                return response
+
+            response = await self._retrying("DescribeLogDirs", send)
+            dirs: dict[str, LogDirDescription] = {}
+            for result in response.results:
+                replicas = {
+                    TopicPartition(t.name, p.partition_index): ReplicaLogInfo(
+                        int(p.partition_size), int(p.offset_lag), bool(p.is_future_key))
+                    for t in result.topics for p in t.partitions}
+                error = (BrokerError(result.error_code, "", f"log dir {result.log_dir}")
+                         if result.error_code else None)
+                dirs[result.log_dir] = LogDirDescription(
+                    result.log_dir, error, replicas, int(getattr(result, "total_bytes", -1)),
+                    int(getattr(result, "usable_bytes", -1)))
+            out[node] = dirs
+        return out
 
     # --- consumer groups (moldau.client.group.admin_ops) ---------------------------------
 

@@ -165,3 +165,27 @@ class PartitionLag:
     client_id: str = ""
     host: str = ""
     metadata: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogInfo:
+    """One partition's replica in a log dir (DescribeLogDirs): bytes on disk, how far a
+    future replica (being moved between dirs) is behind, and whether this is that future
+    replica."""
+
+    size: int
+    offset_lag: int = 0
+    is_future: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log dir of one broker: its path, the error the broker reports for it (None when
+    healthy), the replicas in it, and the file system's total and usable bytes (-1: not
+    reported)."""
+
+    path: str
+    error: BrokerError | None = None
+    replicas: dict[TopicPartition, ReplicaLogInfo] = field(default_factory=dict)
+    total_bytes: int = -1
+    usable_bytes: int = -1

@@ -9,7 +9,10 @@ I/O, like the rules of :mod:`.diagnose`:
 * no active controller (Metadata's controller id -1, or no ``/controller`` znode);
 * offline partitions — no leader, so clients get LEADER_NOT_AVAILABLE — and the brokers that
   hold their replicas, to be started again (by id);
-* partitions that still have a leader but lost replicas (offline replicas);
+* under-replicated partitions (a replica out of the ISR or offline), naming each broker
+  missing from an ISR and whether it runs (check its log) or not (start it);
+* partitions whose ISR is smaller than their topic's ``min.insync.replicas`` (acks=all
+  produces fail with NOT_ENOUGH_REPLICAS);
 * brokers registered in ZooKeeper that this listener does not show (they have no endpoint
   for it: clients of this listener cannot reach them, seed 001).
 """
@@ -147,14 +150,72 @@ def _offline_findings(view: ClusterView, zk: ZkView | None) -> list[Finding]:
             "consumers stop reading them; groups whose coordinator partition of "
             "__consumer_offsets is offline cannot join or commit.",
             tuple(fixes)))
-    degraded = [p for p in view.partitions if not p.offline and p.offline_replicas]
-    if degraded:
-        gone = sorted({r for p in degraded for r in p.offline_replicas})
+    findings += _replication_findings(view, zk)
+    return findings
+
+
+def missing_from_isr(view: ClusterView) -> dict[int, list[PartitionInfo]]:
+    """Broker id -> partitions (with a leader) whose replica on it is not in the ISR, or is
+    offline: the partitions that broker leaves under-replicated."""
+    held: dict[int, list[PartitionInfo]] = {}
+    for p in view.partitions:
+        if p.offline:
+            continue
+        for broker_id in sorted((set(p.replicas) - set(p.isr)) | set(p.offline_replicas)):
+            held.setdefault(broker_id, []).append(p)
+    return dict(sorted(held.items()))
+
+
+def _replication_findings(view: ClusterView, zk: ZkView | None) -> list[Finding]:
+    """Under-replicated partitions (warning: they work with fewer copies) and partitions
+    whose ISR is below the topic's min.insync.replicas (error: acks=all produces fail)."""
+    findings: list[Finding] = []
+    missing = missing_from_isr(view)
+    if missing:
+        alive = set(view.broker_ids)
+        if zk is not None and not zk.error:
+            alive |= zk.registered_ids
+        fixes = []
+        for broker_id, parts in missing.items():
+            if broker_id in alive:
+                fixes.append(Fix(
+                    "broker-log", f"check broker {broker_id}'s log",
+                    f"it runs but is out of the ISR of {names(parts)}: it has not caught up "
+                    "with the leaders within replica.lag.time.max.ms (a slow disk, a full "
+                    "network, fetch errors in its log); it rejoins once it has caught up"))
+            else:
+                fixes.append(Fix(
+                    "start-broker", f"start broker {broker_id}",
+                    f"it is not running (not registered) and holds replicas of "
+                    f"{names(parts)}; it catches up from the leaders and rejoins the ISR"))
+        under = sorted({p for parts in missing.values() for p in parts},
+                       key=lambda p: (p.topic, p.partition))
         findings.append(Finding(
-            Severity.WARNING, "offline-replicas", "partitions",
-            f"{len(degraded)} partition(s) still have a leader but lost replicas on broker(s) "
-            f"{', '.join(map(str, gone))}: {names(degraded)}. They work, with fewer copies.",
-            tuple(Fix("start-broker", f"start broker {b}") for b in gone)))
+            Severity.WARNING, "under-replicated-partitions", "partitions",
+            f"{len(under)} partition(s) are under-replicated (fewer in-sync replicas than "
+            f"replicas): {names(under)}; missing from the ISR: "
+            + "; ".join(f"broker {b} ({len(parts)} partition(s))"
+                        for b, parts in missing.items())
+            + ". They work, with fewer copies: losing their remaining in-sync replicas loses "
+              "data or takes them offline.",
+            tuple(fixes)))
+    below = [p for p in view.partitions
+             if not p.offline and len(p.isr) < view.min_isr_of(p.topic)]
+    if below:
+        detail = ", ".join(f"{p.name} (ISR {','.join(map(str, p.isr)) or 'empty'}, "
+                           f"min.insync.replicas={view.min_isr_of(p.topic)})"
+                           for p in below[:NAMED_PARTITIONS])
+        if len(below) > NAMED_PARTITIONS:
+            detail += f" and {len(below) - NAMED_PARTITIONS} more"
+        gone = sorted({b for p in below for b in set(p.replicas) - set(p.isr)})
+        findings.append(Finding(
+            Severity.ERROR, "under-min-isr-partitions", "partitions",
+            f"{len(below)} partition(s) have fewer in-sync replicas than min.insync.replicas: "
+            f"{detail}. Producers with acks=all get NOT_ENOUGH_REPLICAS for them until the "
+            "ISR grows again; acks=1 and acks=0 still work.",
+            tuple(Fix("start-broker", f"start broker {b} or check its log",
+                      "the ISR grows when it has caught up with the leader")
+                  for b in gone)))
     return findings
 
 
@@ -182,4 +243,5 @@ def _missing_on_listener(view: ClusterView, zk: ZkView | None,
              "or bootstrap through a listener every broker has"),))]
 
 
-__all__ = ["cluster_findings", "controller_of", "down_brokers", "names", "with_start_fixes"]
+__all__ = ["cluster_findings", "controller_of", "down_brokers", "missing_from_isr", "names",
+           "with_start_fixes"]

@@ -186,6 +186,11 @@ class ClusterView:
     brokers: tuple[Endpoint, ...] = ()
     partitions: tuple[PartitionInfo, ...] = ()
     error: str = ""  # why there is no view (the request failed)
+    # Topic -> min.insync.replicas (DescribeConfigs); topics missing here count as 1.
+    min_isr: tuple[tuple[str, int], ...] = ()
+
+    def min_isr_of(self, topic: str) -> int:
+        return dict(self.min_isr).get(topic, 1)
 
     @property
     def offline_partitions(self) -> tuple[PartitionInfo, ...]:

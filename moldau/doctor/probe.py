@@ -211,6 +211,7 @@ async def cluster_view(host: str, port: int, *, timeout_s: float = 5.0,
             "include_cluster_authorized_operations": False,
             "include_topic_authorized_operations": False,
         }, version=version)
+        min_isr = await _min_isr(conn, sorted(t.name for t in response.topics if t.name))
     except (KafkaConnectionError, BrokerError, ClientError, OSError) as exc:
         return ClusterView(source, error=str(exc) or type(exc).__name__)
     finally:
@@ -224,7 +225,29 @@ async def cluster_view(host: str, port: int, *, timeout_s: float = 5.0,
                             tuple(getattr(p, "offline_replicas", ()) or ()), int(p.error_code))
               for t in sorted(response.topics, key=lambda t: t.name or "")
               for p in sorted(t.partitions, key=lambda p: p.partition_index)),
+        min_isr=min_isr,
     )
+
+
+async def _min_isr(conn: BrokerConnection, topics: list[str]) -> tuple[tuple[str, int], ...]:
+    """Each topic's ``min.insync.replicas`` (DescribeConfigs); empty when the broker does not
+    serve it or refuses (the under-min-ISR check then assumes Kafka's default, 1)."""
+    if not topics or not conn.versions.supports(ApiKey.DESCRIBE_CONFIGS):
+        return ()
+    try:
+        response = await conn.request(ApiKey.DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": 2, "resource_name": t,
+                           "configuration_keys": ["min.insync.replicas"]} for t in topics],
+            "include_synonyms": False, "include_documentation": False,
+        })
+    except BrokerError:
+        return ()
+    found = []
+    for result in response.results:
+        for entry in result.configs if not result.error_code else ():
+            if entry.name == "min.insync.replicas" and (entry.value or "").isdigit():
+                found.append((result.resource_name, int(entry.value)))
+    return tuple(found)
 
 
 async def observe(bootstrap: list[tuple[str, int]], *, address_map: AddressMap | None = None,

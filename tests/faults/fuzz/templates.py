@@ -102,6 +102,8 @@ TEMPLATES: dict[int, dict[str, Any]] = {
             {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0},
             {"partition": 1, "current_leader_epoch": 0, "leader_epoch": 0}]}]},
     ApiKey.DESCRIBE_PRODUCERS: {"topics": [{"name": "fuzz-a", "partition_indexes": [0, 1]}]},
+    # Named partitions of one topic (null topics, every partition, comes from mutation).
+    ApiKey.DESCRIBE_LOG_DIRS: {"topics": [{"topic": "fuzz-a", "partitions": [0, 1]}]},
     # A broker asking the controller for a block of producer ids (the fuzz broker is node 1).
     ApiKey.ALLOCATE_PRODUCER_IDS: {"broker_id": 1, "broker_epoch": -1},
     # A leader asking the controller for an ISR change (an unknown topic id; v2 reads

@@ -118,8 +118,50 @@ def test_a_leader_on_another_listener_is_not_offline() -> None:
 def test_lost_replicas_of_a_partition_that_still_leads_are_a_warning() -> None:
     degraded = view(PartitionInfo("t", 0, 1, (1, 2), (1,), (2,)), brokers=(B1, B3))
     [finding] = cluster_findings(degraded)
-    assert (finding.severity, finding.code) == (Severity.WARNING, "offline-replicas")
+    assert (finding.severity, finding.code) == (Severity.WARNING, "under-replicated-partitions")
     assert [f.action for f in finding.fixes] == ["start broker 2"]
+
+
+def rf3(isrs: dict[int, tuple[int, ...]], min_isr: int = 1,
+        brokers: tuple[Endpoint, ...] = (B1, B2, B3)) -> ClusterView:
+    parts = tuple(PartitionInfo("t", p, isr[0], (1, 2, 3), isr) for p, isr in isrs.items())
+    return ClusterView("127.0.0.1:9091", "c1", 1, brokers, parts, min_isr=(("t", min_isr),))
+
+
+def test_under_replicated_partitions_name_the_broker_missing_from_the_isr() -> None:
+    # broker 2 killed and gone: start it; broker 3 runs but lags: read its log
+    findings = cluster_findings(rf3({0: (1, 3), 1: (3, 1), 2: (1, 2), 3: (1, 2, 3)},
+                                    brokers=(B1, B3)))
+    [finding] = findings
+    assert (finding.severity, finding.code) == (Severity.WARNING, "under-replicated-partitions")
+    assert finding.message.startswith("3 partition(s) are under-replicated (fewer in-sync "
+                                      "replicas than replicas): t/0, t/1, t/2; missing from "
+                                      "the ISR: broker 2 (2 partition(s)); broker 3 (1 ")
+    assert [f.action for f in finding.fixes] == ["start broker 2", "check broker 3's log"]
+    assert finding.fixes[0].note.startswith("it is not running (not registered) and holds "
+                                            "replicas of t/0, t/1;")
+    assert "replica.lag.time.max.ms" in finding.fixes[1].note
+    # ZooKeeper's registrations count as alive too
+    zk = ZkView("zk:2181", "c1", 1, tuple(Registration(i) for i in (1, 2, 3)))
+    found = cluster_findings(rf3({0: (1, 3)}, brokers=(B1, B3)), zk)
+    [finding] = [f for f in found if f.code == "under-replicated-partitions"]
+    assert [f.action for f in finding.fixes] == ["check broker 2's log"]
+
+
+def test_an_isr_below_min_insync_replicas_is_an_error() -> None:
+    assert codes(cluster_findings(rf3({0: (1, 3), 1: (1, 2, 3)}, min_isr=2))) == [
+        "under-replicated-partitions"]
+    findings = cluster_findings(rf3({0: (1,), 1: (1, 2, 3), 2: (2, 3)}, min_isr=2))
+    assert codes(findings) == ["under-replicated-partitions", "under-min-isr-partitions"]
+    below = findings[1]
+    assert below.severity is Severity.ERROR
+    assert below.message.startswith("1 partition(s) have fewer in-sync replicas than "
+                                    "min.insync.replicas: t/0 (ISR 1, min.insync.replicas=2)")
+    assert "NOT_ENOUGH_REPLICAS" in below.message
+    assert [f.action for f in below.fixes] == ["start broker 2 or check its log",
+                                               "start broker 3 or check its log"]
+    # a topic without a known min.insync.replicas counts as 1: never below with a leader
+    assert ClusterView("x", min_isr=()).min_isr_of("t") == 1
 
 
 def test_no_active_controller() -> None:
