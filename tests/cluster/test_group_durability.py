@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -38,10 +39,11 @@ class Scenario:
     """The cluster, the victim (leader of the group's ``__consumer_offsets`` partition, not
     the controller), the group and its topic on the survivors."""
 
-    def __init__(self, cluster_factory: ClusterFactory, prefix: str) -> None:
+    def __init__(self, cluster_factory: ClusterFactory, prefix: str,
+                 settings: dict[str, str] | None = None) -> None:
         from confluent_kafka import Consumer
 
-        self.cluster: BrokerCluster = cluster_factory(3)
+        self.cluster: BrokerCluster = cluster_factory(3, settings=settings)
         controller = self.cluster.wait_controller(60)
         bootstrap = self.cluster.bootstrap()
         # __consumer_offsets comes with the first FindCoordinator
@@ -156,6 +158,64 @@ def run_scenario(scenario: Scenario,
     assert not set(after) & first, sorted(set(after) & first)[:5]
     assert scenario.committed() == dict.fromkeys(range(PARTITIONS), 2 * PER_PARTITION)
     assert scenario.coordinator() == new_leader != scenario.victim
+
+
+# -- the coordinator writes with acks=all -------------------------------------------------------
+
+
+def test_a_commit_is_acknowledged_only_once_every_in_sync_replica_has_it(
+        cluster_factory: ClusterFactory) -> None:
+    """With a follower of the group's ``__consumer_offsets`` partition frozen (SIGSTOP, for
+    less than its ZooKeeper session and ``replica.lag.time.max.ms``, so it stays in the ISR)
+    the high watermark cannot pass a new commit: it is not acknowledged, and OffsetFetch
+    still answers the offset before it. Once the follower resumes, the commit goes through.
+    (With the leader's append alone, acks=1, the commit would be acknowledged at once and
+    lost with the leader's broker.)"""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    scenario = Scenario(cluster_factory, "acks-all", settings={
+        "zookeeper.session.timeout.ms": "30000", "replica.lag.time.max.ms": "120000",
+        "offsets.commit.timeout.ms": "1500"})
+    leader = scenario.victim
+    isr = scenario.cluster.partition_state("__consumer_offsets", scenario.offsets_partition)
+    assert isr is not None
+    follower = next(i for i in isr["isr"] if i != leader)
+    member = Consumer({"bootstrap.servers": scenario.bootstrap, "group.id": scenario.group,
+                       "enable.auto.commit": False})
+
+    def commit(offset: int) -> None:
+        member.commit(offsets=[TopicPartition(scenario.topic, p, offset)
+                               for p in range(PARTITIONS)], asynchronous=False)
+
+    outcome: list[object] = []
+
+    def commit_in_background() -> None:
+        try:
+            commit(7)
+            outcome.append("acknowledged")
+        except KafkaException as exc:
+            outcome.append(exc)
+
+    try:
+        commit(3)
+        assert scenario.committed() == dict.fromkeys(range(PARTITIONS), 3)
+        scenario.cluster.sigstop(follower)
+        try:
+            worker = threading.Thread(target=commit_in_background)
+            worker.start()
+            time.sleep(5)  # more than offsets.commit.timeout.ms
+            assert "acknowledged" not in outcome
+            assert scenario.committed() == dict.fromkeys(range(PARTITIONS), 3)
+        finally:
+            scenario.cluster.sigcont(follower)
+        worker.join(120)
+        assert not worker.is_alive()
+        if outcome != ["acknowledged"]:  # refused while frozen: the client commits again
+            wait_until(lambda: (commit_in_background() or True) and outcome[-1] == "acknowledged",
+                       90, f"a commit after broker {follower} resumed")
+        assert scenario.committed() == dict.fromkeys(range(PARTITIONS), 7)
+    finally:
+        member.close()
 
 
 # -- confluent-kafka -----------------------------------------------------------------------------
