@@ -17,16 +17,23 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import os
+import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from moldau.broker.group.partitioning import partition_for
 from moldau.testing.cluster import BrokerCluster
+from moldau.testing.processes import terminate
+from moldau.testing.tail import complete_lines
 from moldau.testing.waiting import wait_for
 
+from .clients import JS_DIR, require
 from .conftest import ClusterFactory
 
 OFFSETS_PARTITIONS = 6  # TEST_DEFAULTS' offsets.topic.num.partitions
@@ -360,3 +367,64 @@ def test_aiokafka_group_keeps_its_offsets_when_the_coordinator_broker_is_killed(
         for member in members:
             loop.run_until_complete(member.stop())
         loop.close()
+
+
+# -- kafkajs -------------------------------------------------------------------------------------
+
+
+def test_kafkajs_group_keeps_its_offsets_when_the_coordinator_broker_is_killed(
+        cluster_factory: ClusterFactory, tmp_path: Path) -> None:
+    """Three tests/compat/js/group_worker.js processes (kafkajs consumes only through
+    ``consumer.run``): each reports every record (partition, offset) and every acknowledged
+    commit as a JSON line; a record's value follows from its offset (one producer, acks=all,
+    ``PER_PARTITION`` records per partition and phase)."""
+    require("node")
+    scenario = Scenario(cluster_factory, "durable-kjs")
+    outs = [tmp_path / f"kjs-{n}.jsonl" for n in range(3)]
+    workers = []
+    for n, out in enumerate(outs):
+        # group_worker.js takes one seed broker (a survivor); it finds the rest
+        config = {"bootstrap": scenario.cluster.broker(scenario.survivors[n % 2]).address(),
+                  "group": scenario.group,
+                  "topic": scenario.topic, "out": str(out), "name": f"kjs-{n}",
+                  "commit": "sync", "delayMs": 0, "sessionMs": 10000, "heartbeatMs": 500,
+                  "autoCommitMs": 1000}
+        with open(tmp_path / f"kjs-{n}.err", "wb") as err:
+            workers.append(subprocess.Popen(
+                ["node", str(JS_DIR / "group_worker.js"), json.dumps(config)],
+                stdout=subprocess.DEVNULL, stderr=err, cwd=JS_DIR,
+                env={**os.environ, "NODE_PATH": str(JS_DIR / "node_modules")}))
+    seen = [0] * len(outs)
+    committed = dict.fromkeys(range(PARTITIONS), 0)
+
+    def value(partition: int, offset: int) -> str:
+        tag = "first" if offset < PER_PARTITION else "second"
+        return f"{tag}-{partition}-{offset % PER_PARTITION}"
+
+    def consume(want: set[str], timeout: float) -> list[str]:
+        phase = 2 if any(v.startswith("second") for v in want) else 1
+        read: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            for n, out in enumerate(outs):
+                events = [json.loads(line) for line in complete_lines(out) if line.strip()]
+                for event in events[seen[n]:]:
+                    if event["e"] == "rec":
+                        read.append(value(event["p"], event["o"]))
+                    elif event["e"] == "commit":
+                        committed[event["p"]] = max(committed[event["p"]], event["o"])
+                seen[n] = len(events)
+            if set(read) >= want and all(o >= phase * PER_PARTITION
+                                         for o in committed.values()):
+                return read
+            assert all(w.poll() is None for w in workers), "a kafkajs worker exited: " + (
+                tmp_path / "kjs-0.err").read_text(errors="replace")[-2000:]
+            assert time.monotonic() < deadline, (
+                f"read {len(set(read) & want)}/{len(want)}, committed {committed}")
+            time.sleep(0.2)
+
+    try:
+        run_scenario(scenario, consume)
+    finally:
+        for worker in workers:
+            terminate(worker, 20)
