@@ -48,15 +48,27 @@ def parse_started(line: str) -> tuple[str, dict[str, int]] | None:
              for part in match["listeners"].split(", ")}
     return match["cluster"], ports
 
-#: Keys every broker of a local cluster gets unless its spec says otherwise. There is no
-#: replication yet (one replica per partition), so Kafka's default of 3 replicas for the
-#: internal topics cannot be met by any cluster; Kafka's own quickstart lowers them the same
-#: way for small clusters.
+#: Keys every broker of a local cluster gets unless its spec says otherwise. Transactions are
+#: not replicated yet (their coordinator still writes with the leader's append only), so the
+#: transaction log keeps one replica; ``__consumer_offsets`` gets Kafka's replication factor
+#: through :func:`internal_topic_defaults`, capped at the cluster's size.
 LOCAL_DEFAULTS: dict[str, str] = {
-    "offsets.topic.replication.factor": "1",
     "transaction.state.log.replication.factor": "1",
     "transaction.state.log.min.isr": "1",
 }
+
+#: Kafka's ``offsets.topic.replication.factor``.
+OFFSETS_REPLICATION_FACTOR = 3
+
+
+def internal_topic_defaults(brokers: int) -> dict[str, str]:
+    """``offsets.topic.replication.factor`` for a local cluster of ``brokers`` brokers:
+    Kafka's 3, or all the brokers when there are fewer (a dev cluster of one or two), since
+    the coordinator answers COORDINATOR_NOT_AVAILABLE until that many brokers are alive.
+    With 3 replicas committed group offsets survive the loss of the coordinator's broker."""
+    return {"offsets.topic.replication.factor":
+            str(max(1, min(OFFSETS_REPLICATION_FACTOR, brokers)))}
+
 
 _BIND_FAILURES = ("Address already in use", "address already in use", "Errno 98")
 #: What a broker says when its id is still registered by another ZooKeeper session

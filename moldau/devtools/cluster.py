@@ -23,7 +23,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .brokers import LOCAL_DEFAULTS, BrokerNode, BrokerSpec, BrokerStartError
+from .brokers import (
+    LOCAL_DEFAULTS,
+    BrokerNode,
+    BrokerSpec,
+    BrokerStartError,
+    internal_topic_defaults,
+)
 from .processes import free_ports
 from .zookeeper import ZooKeeperEnsemble
 
@@ -84,7 +90,8 @@ class LocalCluster:
         self.external_zookeeper = zookeeper
         self.chroot = chroot
         self.style = style
-        self.defaults = dict(defaults)
+        # offsets.topic.replication.factor follows the cluster's size unless defaults say
+        self.defaults = {**internal_topic_defaults(len(self.specs)), **defaults}
         self.isolate = isolate
         self.zookeeper: ZooKeeperEnsemble | None = None
         self.brokers: dict[int, BrokerNode] = {}

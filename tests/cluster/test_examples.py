@@ -61,6 +61,8 @@ def test_the_env_file_is_server_1_in_docker_names() -> None:
                 "listener.security.protocol.map", "inter.broker.listener.name",
                 "broker.rack", "log.dirs", "offsets.topic.replication.factor"):
         assert from_env[key] == from_file[key], key
+    # Kafka's replication factor of __consumer_offsets: offsets survive a coordinator's loss
+    assert from_file["offsets.topic.replication.factor"] == 3
 
 
 class _ExampleEnsemble(ZooKeeperEnsemble):

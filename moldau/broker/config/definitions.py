@@ -215,6 +215,10 @@ BROKER_CONFIGS: list[ConfigDef] = [
               [at_least(1)], kafka="Kafka fails creation until enough brokers exist"),
     ConfigDef("offsets.topic.segment.bytes", "int", 104857600,
               "Segment size of __consumer_offsets.", [at_least(1)]),
+    ConfigDef("offsets.commit.timeout.ms", "int", 5000,
+              "How long the group coordinator waits for an offset commit or group change to "
+              "reach every in-sync replica of __consumer_offsets (acks=all) before it "
+              "answers COORDINATOR_NOT_AVAILABLE.", [at_least(1)]),
     ConfigDef("offsets.retention.minutes", "int", 10080,
               "Committed offsets of empty groups expire after this.", [at_least(1)]),
     ConfigDef("offsets.retention.check.interval.ms", "long", 600000,

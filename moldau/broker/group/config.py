@@ -16,6 +16,7 @@ class GroupConfig:
     offsets_topic_num_partitions: int = 50
     offsets_topic_replication_factor: int = 3
     offsets_topic_segment_bytes: int = 104857600
+    offsets_commit_timeout_ms: int = 5000
     offsets_retention_ms: int = 10080 * 60_000
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
@@ -47,6 +48,7 @@ class GroupConfig:
             offsets_topic_num_partitions=config["offsets.topic.num.partitions"],
             offsets_topic_replication_factor=config["offsets.topic.replication.factor"],
             offsets_topic_segment_bytes=config["offsets.topic.segment.bytes"],
+            offsets_commit_timeout_ms=config["offsets.commit.timeout.ms"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offsets_retention_check_interval_ms=config["offsets.retention.check.interval.ms"],
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],

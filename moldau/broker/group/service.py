@@ -59,10 +59,13 @@ def coordinator_of(broker: BrokerContext) -> GroupCoordinator:
     return coordinator
 
 
-def offsets_log_for(replicas: ReplicaManager | None) -> OffsetsLog:
-    """The partition layer's ``__consumer_offsets`` when the broker has one, else memory."""
+def offsets_log_for(replicas: ReplicaManager | None, *,
+                    commit_timeout_ms: int = 5000) -> OffsetsLog:
+    """The partition layer's ``__consumer_offsets`` when the broker has one, else memory.
+    ``commit_timeout_ms`` bounds each append's wait for the ISR
+    (``offsets.commit.timeout.ms``)."""
     if replicas is not None:
-        return PartitionOffsetsLog(replicas)
+        return PartitionOffsetsLog(replicas, commit_timeout_ms=commit_timeout_ms)
     log.warning("no partition layer: committed offsets are kept in memory only")
     return MemoryOffsetsLog()
 
@@ -73,8 +76,11 @@ def start_group_coordinator(config: BrokerConfig, *, node_id: int, image: Metada
     """Start coordinating the groups of this broker's ``__consumer_offsets`` partitions; the
     caller calls ``sync_leadership()`` after every metadata change and closes the
     coordinator (``await coordinator.close()``) when the node stops."""
-    coordinator = GroupCoordinator(GroupConfig.from_config(config), offsets_log_for(replicas),
-                                   LoopTimer(time_ms), node_id=node_id, image=lambda: image)
+    group_config = GroupConfig.from_config(config)
+    offsets_log = offsets_log_for(replicas,
+                                  commit_timeout_ms=group_config.offsets_commit_timeout_ms)
+    coordinator = GroupCoordinator(group_config, offsets_log, LoopTimer(time_ms),
+                                   node_id=node_id, image=lambda: image)
     if replicas is not None:
         follow_fence(coordinator, replicas)
     coordinator.sync_leadership()
