@@ -6,14 +6,14 @@ a real client (confluent-kafka) and in ZooKeeper's state znode:
   while acks=all produces with ``min.insync.replicas=2`` keep succeeding; after SIGCONT it
   catches up and rejoins;
 - with both followers frozen (and records written with acks=1: a silent follower that has the
-  leader's whole log stays in sync, as in Kafka), the ISR shrinks to the leader and acks=all produces get
-  NOT_ENOUGH_REPLICAS while acks=1 ones still work; once they resume they rejoin and acks=all
-  works again.
+  leader's whole log stays in sync, as in Kafka), the ISR shrinks to the leader and acks=all
+  produces get NOT_ENOUGH_REPLICAS while acks=1 ones still work; once they resume they rejoin
+  and acks=all works again.
 
 ``replica.lag.time.max.ms`` is 3 s here and the ZooKeeper session 45 s, so a frozen broker stays
 registered: only the leader's lag check can take it out of the ISR within 30 s (the controller
-drops a broker whose session ended on its own, later). A frozen broker is never the controller: the leader's
-AlterPartition must be answered.
+drops a broker whose session ended on its own, later). A frozen broker is never the
+controller: the leader's AlterPartition must be answered.
 """
 
 from __future__ import annotations
