@@ -27,9 +27,10 @@ later), and until then the next change would be built on the old partition epoch
 refused. Errors are handled as Kafka does: FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION and the
 other "your view is stale" answers drop the change and ask nothing more for the partition
 until the metadata brings it a new leader or partition epoch; INELIGIBLE_REPLICA and
-INVALID_REQUEST drop it (decided again at the next check); anything else (no controller
-reachable, NOT_CONTROLLER during an election, a timeout) is retried with a back-off while the
-partition's epochs are still those the change was built on.
+INVALID_REQUEST drop it (nothing more is asked for the partition for 5 s: a follower in
+controlled shutdown still fetches); anything else (no controller reachable, NOT_CONTROLLER
+during an election, a timeout) is retried with a back-off while the partition's epochs are
+still those the change was built on.
 """
 
 from __future__ import annotations
@@ -145,6 +146,10 @@ class IsrManager:
         # Partitions whose change was refused as stale: the (leader epoch, partition epoch)
         # it was built on. Nothing more is asked until the metadata moves one of them.
         self.stale: dict[Key, tuple[int, int]] = {}
+        # Partitions whose change was dropped as unfit (INELIGIBLE_REPLICA: e.g. a follower in
+        # controlled shutdown still fetches): nothing more is asked before this time (ms), so
+        # a follower's every fetch does not become a refused request.
+        self.hold_until: dict[Key, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
 
@@ -161,6 +166,11 @@ class IsrManager:
         key = (partition.topic_id, partition.partition)
         if key in self.pending:
             return False
+        hold = self.hold_until.get(key)
+        if hold is not None:
+            if self.time_ms() < hold:
+                return False
+            del self.hold_until[key]
         stale = self.stale.get(key)
         if stale is None:
             return True
@@ -249,6 +259,7 @@ class IsrManager:
                      "the metadata", where, list(change.new_isr), result.error.name.upper(),
                      result.message or "")
         elif result.error != ErrorCode.none:
+            self.hold_until[key] = self.time_ms() + RETRY_BACKOFF_MAX_MS
             log.warning("ISR change of %s to %s refused by the controller: %s %s", where,
                         list(change.new_isr), result.error.name.upper(), result.message or "")
         if self.on_result is not None:

@@ -167,3 +167,23 @@ def test_a_retry_stops_once_the_partition_moved_on(tmp_path: Path) -> None:
         assert manager.pending == {} and p.isr == [2, 3]
 
     asyncio.run(scenario())
+
+
+def test_an_ineligible_replica_is_not_asked_for_at_every_fetch(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        ctl = FakeController([ErrorCode.ineligible_replica])
+        now = [1_000_000]
+        p, manager = setup(tmp_path, ctl, now)
+        p.apply_state(PartitionState(0, [1, 2, 3], [1, 2], 1, 5, 7))
+        p.record_follower_fetch(3, 0, 0)  # caught up (empty log): asks, refused
+        await manager.drain()
+        assert len(ctl.asked) == 1 and p.isr == [1, 2]
+        p.record_follower_fetch(3, 0, 0)
+        await manager.drain()
+        assert len(ctl.asked) == 1  # held back
+        now[0] += 5000
+        p.record_follower_fetch(3, 0, 0)
+        await manager.drain()
+        assert len(ctl.asked) == 2 and p.isr == [1, 2, 3]
+
+    asyncio.run(scenario())
