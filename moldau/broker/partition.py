@@ -33,7 +33,8 @@ from .replication.progress import (
 class IsrHooks(Protocol):
     """What a led partition asks of the ISR manager (:class:`.replication.isr.IsrManager`)."""
 
-    def maximal_isr(self, key: tuple[uuid.UUID, int], isr: Sequence[int]) -> list[int]: ...
+    def maximal_isr(self, key: tuple[uuid.UUID, int], isr: Sequence[int]
+                    ) -> Sequence[int]: ...
 
     def check_expand(self, partition: Any, replica: int) -> Any: ...
 
@@ -111,7 +112,7 @@ class Partition:
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
-    def maximal_isr(self) -> list[int]:
+    def maximal_isr(self) -> Sequence[int]:
         """The ISR the high watermark respects: the ISR plus a replica whose joining the
         controller has not answered yet (Kafka's PendingExpandIsr maximal ISR)."""
         hooks = self.isr_hooks

@@ -154,12 +154,13 @@ class IsrManager:
         self._runner: asyncio.Task[None] | None = None
 
     # --- decisions -----------------------------------------------------------------------
-    def maximal_isr(self, key: Key, isr: Sequence[int]) -> list[int]:
+    def maximal_isr(self, key: Key, isr: Sequence[int]) -> Sequence[int]:
         """The ISR the high watermark must respect while a change is in flight: ``isr`` plus
-        a replica being added (one being removed counts until the controller agreed)."""
+        a replica being added (one being removed counts until the controller agreed); ``isr``
+        itself (not a copy: this runs on every append) when none is."""
         pending = self.pending.get(key)
         if pending is None:
-            return list(isr)
+            return isr
         return [*isr, *(b for b in pending.added if b not in isr)]
 
     def _may_ask(self, partition: LeaderPartition) -> bool:
