@@ -230,7 +230,8 @@ class Partition:
         """As leader, move the high watermark up to the smallest log end offset over the ISR;
         True if it moved (the caller wakes the purgatory)."""
         log = self.log
-        if self._sole_leader and self.isr_hooks is None:
+        if self._sole_leader and (self.isr_hooks is None or len(self.maximal_isr()) == 1):
+            # An ISR of just this leader (and no replica joining): every append commits.
             candidate = log.log_end_offset
         elif self.is_leader:
             candidate = high_watermark_candidate(log.log_end_offset, self.node_id,
