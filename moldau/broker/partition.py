@@ -12,14 +12,15 @@ and :meth:`Partition.update_follower_high_watermark`).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records.batch import BatchHeader
 from ..storage.log import AppendInfo, Log
 from .metadata.image import PartitionState
+from .metadata.isr_change import IsrChangeResult
 from .purgatory import Purgatory
 from .replication.progress import (
     ReplicaProgress,
@@ -27,6 +28,15 @@ from .replication.progress import (
     new_leader_progress,
     record_fetch,
 )
+
+
+class IsrHooks(Protocol):
+    """What a led partition asks of the ISR manager (:class:`.replication.isr.IsrManager`)."""
+
+    def maximal_isr(self, key: tuple[uuid.UUID, int], isr: Sequence[int]
+                    ) -> Sequence[int]: ...
+
+    def check_expand(self, partition: Any, replica: int) -> Any: ...
 
 
 @dataclass(slots=True)
@@ -69,6 +79,11 @@ class Partition:
         # The broker is fenced (its registration lapsed): it leads nothing, whatever the image
         # says, until the replica manager lifts the fence.
         self.fenced = False
+        # The ISR manager of a broker of a cluster (None: a single node, whose ISR is itself).
+        self.isr_hooks: IsrHooks | None = None
+        # The log end offset when this broker became leader of the current epoch (Kafka's
+        # leaderEpochStartOffsetOpt): a follower joins the ISR only once it reaches it.
+        self.epoch_start_offset = 0
 
     def set_topic_config(self, config: dict[str, Any]) -> None:
         """The topic's effective configs (``produce_limits`` follows)."""
@@ -88,9 +103,31 @@ class Partition:
     def is_leader(self) -> bool:
         return self.leader == self.node_id and not self.fenced
 
+    @property
+    def partition(self) -> int:
+        """The partition index (the ISR manager's name for it)."""
+        return self.index
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def maximal_isr(self) -> Sequence[int]:
+        """The ISR the high watermark respects: the ISR plus a replica whose joining the
+        controller has not answered yet (Kafka's PendingExpandIsr maximal ISR)."""
+        hooks = self.isr_hooks
+        if hooks is None:
+            return self.isr
+        return hooks.maximal_isr((self.topic_id, self.index), self.isr)
+
     def apply_state(self, state: PartitionState) -> None:
         """Take the leader/ISR/epoch the metadata image says this partition has."""
         was_leader = self.is_leader
+        if (state.leader == self.leader and state.leader_epoch == self.leader_epoch
+                and state.partition_epoch < self.partition_epoch):
+            # An image older than the ISR change this leader already applied from the
+            # controller's answer (the ZooKeeper watch lags it): keep the newer state.
+            return
         became_leader = state.leader == self.node_id and not self.fenced and (
             not was_leader or state.leader_epoch != self.leader_epoch
         )
@@ -99,7 +136,7 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self._sole_leader = self.is_leader and self.isr == [self.node_id]
         if became_leader:
-            self.log.assign_epoch_start_offset(state.leader_epoch)
+            self._start_leader_epoch()
             self._reset_followers()
         elif self.is_leader:
             self._sync_followers()
@@ -113,6 +150,28 @@ class Partition:
             # A smaller ISR (a dead follower dropped) commits what the others have: the
             # acks=all produces waiting for it are answered now, not at their timeout.
             self.purgatory.notify(self.key)
+
+    def _start_leader_epoch(self) -> None:
+        log = self.log
+        log.assign_epoch_start_offset(self.leader_epoch)
+        entries = log.epoch_cache.entries
+        self.epoch_start_offset = (entries[-1][1] if entries and entries[-1][0]
+                                   == self.leader_epoch else log.log_end_offset)
+
+    def apply_isr_result(self, result: IsrChangeResult) -> None:
+        """Take the ISR and partition epoch the controller answered an ISR change of this
+        leader with (the image learns them with the metadata replay, later); an answer for
+        another leader epoch or an older partition epoch is ignored."""
+        if (not self.is_leader or result.leader_epoch != self.leader_epoch
+                or result.partition_epoch <= self.partition_epoch):
+            return
+        self.isr = list(result.isr)
+        self.partition_epoch = result.partition_epoch
+        self._sole_leader = self.isr == [self.node_id]
+        # A smaller ISR may commit more; waiting acks=all produces also re-check
+        # min.insync.replicas against the new ISR (NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+        self._maybe_advance_high_watermark()
+        self.purgatory.notify(self.key)
 
     def _reset_followers(self) -> None:
         now = self.time_ms()
@@ -137,7 +196,7 @@ class Partition:
         if was_leader and not self.is_leader:
             self.purgatory.notify(self.key)
         elif self.is_leader:
-            self.log.assign_epoch_start_offset(self.leader_epoch)
+            self._start_leader_epoch()
             self._reset_followers()
             if self._maybe_advance_high_watermark():
                 self.purgatory.notify(self.key)
@@ -171,11 +230,12 @@ class Partition:
         """As leader, move the high watermark up to the smallest log end offset over the ISR;
         True if it moved (the caller wakes the purgatory)."""
         log = self.log
-        if self._sole_leader:
+        if self._sole_leader and (self.isr_hooks is None or len(self.maximal_isr()) == 1):
+            # An ISR of just this leader (and no replica joining): every append commits.
             candidate = log.log_end_offset
         elif self.is_leader:
-            candidate = high_watermark_candidate(log.log_end_offset, self.node_id, self.isr,
-                                                 self.followers)
+            candidate = high_watermark_candidate(log.log_end_offset, self.node_id,
+                                                 self.maximal_isr(), self.followers)
         else:
             return False
         if candidate > log.high_watermark:
@@ -204,6 +264,8 @@ class Partition:
                      leader_log_end_offset=self.log.log_end_offset, now_ms=self.time_ms())
         if self._maybe_advance_high_watermark():
             self.purgatory.notify(self.key)
+        if self.isr_hooks is not None and broker_id not in self.isr:
+            self.isr_hooks.check_expand(self, broker_id)
 
     # --- replication: follower side --------------------------------------------------------
     def append_as_follower(self, buf: bytes | bytearray, leader_high_watermark: int

@@ -41,6 +41,7 @@ from ..storage.manager import LogManager
 from .config.loader import BrokerConfig
 from .metadata.configs import effective_topic_config
 from .metadata.image import MetadataImage
+from .metadata.isr_change import IsrChangeResult
 from .metadata.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -51,7 +52,7 @@ from .metadata.records import (
     TopicRecord,
 )
 from .metadata.validation import INTERNAL_TOPICS
-from .partition import Partition
+from .partition import IsrHooks, Partition
 from .produce_validation import Rejection, check_record_set
 from .purgatory import Purgatory
 
@@ -155,6 +156,9 @@ class ReplicaManager:
         # Called after partition states were applied (reconcile) or the fence moved: the
         # replica fetchers follow what this broker follows.
         self.state_listeners: list[Callable[[], None]] = []
+        # The ISR manager of a broker of a cluster, given to every partition (None: a single
+        # node).
+        self.isr_hooks: IsrHooks | None = None
 
     # --- metadata ------------------------------------------------------------------------
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
@@ -262,6 +266,19 @@ class ReplicaManager:
             effective_topic_config(self.image, self.config, topic)
         )
 
+    def led_partitions(self) -> list[Partition]:
+        """The partitions this broker leads now that have other replicas (the ISR manager
+        checks them)."""
+        return [p for p in self.partitions.values() if p.is_leader and len(p.replicas) > 1]
+
+    def apply_isr_result(self, result: IsrChangeResult) -> None:
+        """Apply the controller's answer to an ISR change of a partition led here."""
+        if result.error != ErrorCode.none:
+            return
+        partition = self.get(self.topic_name(result.topic_id), result.partition)
+        if partition is not None and partition.topic_id == result.topic_id:
+            partition.apply_isr_result(result)
+
     def on_metadata(self, image: MetadataImage, records: Sequence[MetadataRecord]) -> None:
         """Controller listener: reconcile the topics these records touch."""
         touched: set[str] = set()
@@ -338,6 +355,7 @@ class ReplicaManager:
                                   node_id=self.node_id, purgatory=self.purgatory,
                                   time_ms=self.time_ms)
             partition.fenced = self._fence_applied
+            partition.isr_hooks = self.isr_hooks
             self.partitions[key] = partition
         for name, index, _topic_id, config, raw_config, state in states:
             partition = self.partitions.get((name, index))

@@ -42,6 +42,7 @@ from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
     from .replication.fetcher import ReplicaFetcherManager
+    from .replication.isr import IsrManager
     from .zk.cluster_controller import ZkMetadataPlane
     from .zk.node import ZkBrokerNode
 
@@ -68,6 +69,8 @@ class NodeServices:
     plane: ZkMetadataPlane | None = None
     # Replica fetchers of a broker of a cluster (a single node follows nothing).
     fetchers: ReplicaFetcherManager | None = None
+    # The ISR manager of a broker of a cluster (shrinks and expands the ISRs it leads).
+    isr_manager: IsrManager | None = None
 
     @property
     def node_id(self) -> int:

@@ -59,6 +59,7 @@ from .metadata.selection import ActiveControllerChannel
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
+from .replication.isr import IsrManager
 from .services import NodeServices
 from .zk.cluster_controller import ZkMetadataPlane
 from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
@@ -154,6 +155,8 @@ async def open_node(config: BrokerConfig, *,
                      "controller %d", len(image.topics_by_name), len(image.brokers),
                      image.controller_id)
             reconcile_logs(image, services.replica_manager, manager)
+        if services.isr_manager is not None:
+            services.isr_manager.start()  # every replica.lag.time.max.ms / 2
         return services
     except BaseException:
         # Nothing stays open behind a failed start.
@@ -202,6 +205,7 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
     follow_metadata(controller, groups=groups)
     channel: Controller | ActiveControllerChannel = controller
     fetchers: ReplicaFetcherManager | None = None
+    isr_manager: IsrManager | None = None
     if cluster is not None:
         channel = ActiveControllerChannel(
             node_id=node_id, image=image, local=controller,
@@ -214,12 +218,21 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
             listener=config.listeners.inter_broker_listener,
             settings=FetcherSettings.from_config(config))
         replicas.state_listeners.append(fetchers.sync)
+        # Leaders shrink and expand their ISRs through the active controller (this broker
+        # or the one the image names); the answer is applied at once (see replication.isr).
+        isr_manager = IsrManager(
+            node_id=node_id, lag_ms=lambda: config["replica.lag.time.max.ms"],
+            send=channel.alter_partition, leaders=replicas.led_partitions, time_ms=time_ms,
+            on_result=replicas.apply_isr_result)
+        replicas.isr_hooks = isr_manager
+        for partition in replicas.partitions.values():
+            partition.isr_hooks = isr_manager
     return NodeServices(
         config=config, cluster_id=cluster_id, image=image, log_manager=manager,
         load_stats=stats, metadata_log=metadata_log, controller=channel,
         local_controller=controller, replica_manager=replicas, group_coordinator=groups,
         producer_ids=ProducerIdManager(node_id, channel), time_ms=time_ms, cluster=cluster,
-        plane=plane, fetchers=fetchers)
+        plane=plane, fetchers=fetchers, isr_manager=isr_manager)
 
 
 def reconcile_logs(image: MetadataImage, replicas: ReplicaManager, manager: LogManager) -> None:
@@ -341,6 +354,8 @@ async def close_node(node: NodeServices) -> None:
     """Close the group coordinator (parked requests answered, timers stopped), then the logs
     (flush, checkpoints, clean-shutdown marker)."""
     coordinator: GroupCoordinator = node.group_coordinator
+    if node.isr_manager is not None:
+        await node.isr_manager.stop()
     if node.fetchers is not None:
         await node.fetchers.close()
     try:

@@ -4,17 +4,19 @@ broker answers them):
 
 - an ISR change sent as a partition leader would (AlterPartition through the forwarding
   controller channel that a broker which is not the controller uses) is committed by the
-  active controller and shown by every broker's Metadata; the same change again, with the
-  now stale partition epoch, is refused (INVALID_UPDATE_VERSION) and the broker that is not
-  the controller answers AlterPartition itself with NOT_CONTROLLER;
-- a replication-factor-2 partition whose only ISR member is killed stays offline (leader -1,
+  active controller; the leader's own ISR manager then re-adds the caught-up replica it
+  removed, and every broker's Metadata shows that; a change with a stale partition epoch is
+  refused (INVALID_UPDATE_VERSION) and the broker that is not the controller answers
+  AlterPartition itself with NOT_CONTROLLER;
+- a replication-factor-2 partition whose follower was frozen (SIGSTOP) until its leader
+  dropped it from the ISR, and whose only ISR member is then killed, stays offline (leader -1,
   clients get errors) while ``unclean.leader.election.enable`` is false; setting it to true
   on the topic (IncrementalAlterConfigs through a broker that is not the controller) elects
   the out-of-sync replica, the controller logs a warning naming the partition, and produce
   works again. The same with the key set as the controller's dynamic broker config.
 
-The ISR manager of the leaders is not wired yet (replication's fetcher comes with it), so the
-test sends the leader's AlterPartition itself.
+The first test sends a leader's AlterPartition itself; the leaders' ISR managers run too
+(their own shrink and expand are tests/cluster/test_isr_lag.py's subject).
 """
 
 from __future__ import annotations
@@ -148,18 +150,22 @@ def test_alter_partition_is_committed_and_seen_by_every_broker(
     result = forward_isr_change(cluster, leader, shrink)
     assert (result.error, result.leader, result.isr, result.partition_epoch) == (
         ErrorCode.none, leader, (leader, follower), 1)
+    # The removed replica is caught up (nothing was written): the leader's ISR manager asks
+    # for it back, on top of the committed change (partition epoch 2).
+    full = [leader, follower, controller]
+    wait_until(lambda: partition_znode(cluster, topic)[1] == 2, 60, "the ISR expanded again")
     state, version = partition_znode(cluster, topic)
-    assert (state["isr"], version) == ([leader, follower], 1)
+    assert (state["isr"], version) == (full, 2)
     for broker in sorted(cluster.brokers):
         address = cluster.broker(broker).address()
-        wait_until(lambda a=address: leader_and_isr(a, topic)[1] == [leader, follower], 60,
-                   f"broker {broker}'s Metadata showing ISR {[leader, follower]}")
+        wait_until(lambda a=address: leader_and_isr(a, topic)[1] == full, 60,
+                   f"broker {broker}'s Metadata showing ISR {full}")
 
-    # The same change from the partition epoch it was based on: refused, nothing written.
-    stale = forward_isr_change(cluster, leader, IsrChange(tid, 0, state["leader_epoch"], 0,
+    # A change from a partition epoch that is no longer current: refused, nothing written.
+    stale = forward_isr_change(cluster, leader, IsrChange(tid, 0, state["leader_epoch"], 1,
                                                           (leader,)))
     assert stale.error == ErrorCode.invalid_update_version
-    assert partition_znode(cluster, topic) == (state, 1)
+    assert partition_znode(cluster, topic) == (state, 2)
 
 
 @pytest.mark.parametrize("level", ["topic", "broker"])
@@ -168,21 +174,30 @@ def test_unclean_election_keeps_a_partition_offline_until_enabled(
     from confluent_kafka import Producer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-    cluster = cluster_factory(3)
+    cluster = cluster_factory(3, settings={"replica.lag.time.max.ms": "3000"})
     controller = cluster.wait_controller(60)
     leader, other = [b for b in sorted(cluster.brokers) if b != controller]
     topic = f"unclean-{uuid.uuid4().hex[:6]}"
     create_topic(cluster.bootstrap(), topic, [[leader, other]])
     wait_until(lambda: cluster.partition_state(topic, 0) is not None, 60, "partition state")
-    state, version = partition_znode(cluster, topic)
-    # The follower never fetches (no replication yet): its leader drops it from the ISR.
-    result = forward_isr_change(cluster, leader, IsrChange(
-        topic_id(cluster, topic), 0, state["leader_epoch"], version, (leader,)))
-    assert result.error == ErrorCode.none, result
+    # The follower is frozen while the leader takes records (acks=1) it never gets: the
+    # leader drops it from the ISR (or the controller does, once its session ends).
+    cluster.sigstop(other)
+    try:
+        acked: list[Any] = []
+        producer = Producer({"bootstrap.servers": cluster.broker(leader).address(),
+                             "acks": "1"})
+        producer.produce(topic, b"only on the leader", partition=0,
+                         on_delivery=lambda err, _msg: acked.append(err))
+        producer.flush(30)
+        assert acked == [None], acked
+        wait_until(lambda: partition_znode(cluster, topic)[0]["isr"] == [leader], 60,
+                   "ISR shrunk to the leader")
+        # Killed before the follower resumes (it would catch up and rejoin).
+        cluster.kill9(leader)
+    finally:
+        cluster.sigcont(other)
     via = cluster.broker(other).address()
-    wait_until(lambda: leader_and_isr(via, topic)[:2] == (leader, [leader]), 60, "ISR shrunk")
-
-    cluster.kill9(leader)
     cluster.wait_unregistered(leader, cluster.session_timeout_s + 30)
     wait_until(lambda: cluster.leaders(topic).get(0) == -1, 60, "the partition offline")
     time.sleep(2)  # room for a wrong election to show up

@@ -2,15 +2,14 @@
 task that asks the controller for it (Kafka's ``Partition.maybeShrinkIsr`` /
 ``maybeExpandIsr`` with ``AlterPartitionManager``).
 
-The decisions are pure functions over what the leader knows of each follower (any object
-with ``log_end_offset`` and ``last_caught_up_time_ms``, as
-:class:`~moldau.broker.replication.progress.ReplicaProgress` has):
+The rules are :func:`~.progress.is_caught_up` and :func:`~.progress.can_join_isr` (the one
+place they live); this module applies them to a partition's ISR:
 
 - :func:`to_shrink`: the ISR members that are out of sync — a follower that does not have the
   leader's whole log and has not been caught up for more than ``replica.lag.time.max.ms``;
-- :func:`may_join`: a follower outside the ISR may join once its log reaches the high
-  watermark and the start offset of the leader's current epoch (everything committed, and
-  everything this leader wrote, is on it).
+- a follower outside the ISR may join once its log reaches the high watermark and the start
+  offset of the leader's current epoch (everything committed, and everything this leader
+  wrote, is on it).
 
 :class:`IsrManager` checks every leader partition every ``replica.lag.time.max.ms / 2`` (as
 Kafka's ``isr-expiration`` task) and, after a follower's fetch, whether it may join; a change
@@ -19,9 +18,19 @@ Like Kafka's pending ISR state, a partition has at most one change in flight: no
 asked for until the controller answered; meanwhile :meth:`IsrManager.maximal_isr` is the ISR
 the high watermark must respect (the current one plus a replica being added — a replica being
 removed still counts until the removal is committed), so a record is never acknowledged on
-the strength of an ISR the controller has not accepted. A refused change is dropped: the
-leader learns the partition's current state from the metadata (a new leader or partition
-epoch) and decides again at the next check.
+the strength of an ISR the controller has not accepted.
+
+The controller's answer is handed to ``on_result``, which applies the new ISR and partition
+epoch to the partition at once (as Kafka's leader does with an AlterPartition response): the
+broker's image learns it only with the metadata replay (a ZooKeeper watch, a round trip
+later), and until then the next change would be built on the old partition epoch and be
+refused. Errors are handled as Kafka does: FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION and the
+other "your view is stale" answers drop the change and ask nothing more for the partition
+until the metadata brings it a new leader or partition epoch; INELIGIBLE_REPLICA and
+INVALID_REQUEST drop it (nothing more is asked for the partition for 5 s: a follower in
+controlled shutdown still fetches); anything else (no controller reachable, NOT_CONTROLLER
+during an election, a timeout) is retried with a back-off while the partition's epochs are
+still those the change was built on.
 """
 
 from __future__ import annotations
@@ -35,46 +44,43 @@ from typing import Protocol
 
 from ...protocol.errors import ErrorCode
 from ..metadata.isr_change import IsrChange, IsrChangeResult
+from .progress import FollowerProgress, can_join_isr, is_caught_up
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FollowerProgress", "IsrManager", "LeaderPartition", "may_join", "to_shrink"]
+__all__ = ["IsrManager", "LeaderPartition", "to_shrink"]
 
-
-class FollowerProgress(Protocol):
-    """What the ISR decisions read of a follower's progress."""
-
-    @property
-    def log_end_offset(self) -> int: ...
-
-    @property
-    def last_caught_up_time_ms(self) -> int: ...
+#: Answers that mean the leader's view of the partition is stale: wait for the metadata.
+WAIT_FOR_METADATA = frozenset({
+    ErrorCode.fenced_leader_epoch, ErrorCode.invalid_update_version,
+    ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_id,
+    ErrorCode.unknown_topic_or_partition})
+#: Answers about the change itself: drop it, the next check decides again.
+DROP = frozenset({ErrorCode.ineligible_replica, ErrorCode.invalid_request})
+#: Back-off between retries of a change the controller could not take (Kafka's
+#: AlterPartitionManager retries too; doubled up to the maximum).
+RETRY_BACKOFF_MS = 100
+RETRY_BACKOFF_MAX_MS = 5000
 
 
 def to_shrink(isr: Collection[int], progress_by_replica: Mapping[int, FollowerProgress],
               now_ms: int, lag_ms: int, *, leader_id: int, leader_log_end_offset: int
               ) -> list[int]:
-    """The members of ``isr`` (the leader excepted) that are out of sync, in ISR order: not
-    at the leader's log end offset and not caught up within ``lag_ms``. A member the leader
-    has no progress for has never been seen fetching: it is out of sync too (a new leader
-    first gives every ISR member a progress caught up "now", so this only drops replicas that
-    truly never fetched)."""
+    """The members of ``isr`` (the leader excepted) that are out of sync
+    (:func:`~.progress.is_caught_up` is false), in ISR order. A member the leader has no
+    progress for has never been seen fetching: it is out of sync too (a new leader first gives
+    every ISR member a progress caught up "now", so this only drops replicas that truly never
+    fetched)."""
     out = []
     for replica in isr:
         if replica == leader_id:
             continue
         progress = progress_by_replica.get(replica)
-        if progress is None or (progress.log_end_offset != leader_log_end_offset
-                                and now_ms - progress.last_caught_up_time_ms > lag_ms):
+        if progress is None or not is_caught_up(progress,
+                                                leader_log_end_offset=leader_log_end_offset,
+                                                now_ms=now_ms, max_lag_ms=lag_ms):
             out.append(replica)
     return out
-
-
-def may_join(progress: FollowerProgress, high_watermark: int, epoch_start_offset: int) -> bool:
-    """Whether a follower outside the ISR may join it: its log end offset is known and reaches
-    both the high watermark and the start offset of the leader's epoch."""
-    end = progress.log_end_offset
-    return end >= 0 and end >= high_watermark and end >= epoch_start_offset
 
 
 class LeaderPartition(Protocol):
@@ -127,25 +133,52 @@ class IsrManager:
     def __init__(self, *, node_id: int, lag_ms: Callable[[], int], send: SendChanges,
                  leaders: Callable[[], Iterable[LeaderPartition]],
                  time_ms: Callable[[], int],
-                 on_result: Callable[[IsrChangeResult], None] | None = None) -> None:
+                 on_result: Callable[[IsrChangeResult], None] | None = None,
+                 retry_backoff_ms: int = RETRY_BACKOFF_MS) -> None:
         self.node_id = node_id
         self.lag_ms = lag_ms
         self.send = send
         self.leaders = leaders
         self.time_ms = time_ms
         self.on_result = on_result
+        self.retry_backoff_ms = retry_backoff_ms
         self.pending: dict[Key, Pending] = {}
+        # Partitions whose change was refused as stale: the (leader epoch, partition epoch)
+        # it was built on. Nothing more is asked until the metadata moves one of them.
+        self.stale: dict[Key, tuple[int, int]] = {}
+        # Partitions whose change was dropped as unfit (INELIGIBLE_REPLICA: e.g. a follower in
+        # controlled shutdown still fetches): nothing more is asked before this time (ms), so
+        # a follower's every fetch does not become a refused request.
+        self.hold_until: dict[Key, int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
 
     # --- decisions -----------------------------------------------------------------------
-    def maximal_isr(self, key: Key, isr: Sequence[int]) -> list[int]:
+    def maximal_isr(self, key: Key, isr: Sequence[int]) -> Sequence[int]:
         """The ISR the high watermark must respect while a change is in flight: ``isr`` plus
-        a replica being added (one being removed counts until the controller agreed)."""
+        a replica being added (one being removed counts until the controller agreed); ``isr``
+        itself (not a copy: this runs on every append) when none is."""
         pending = self.pending.get(key)
         if pending is None:
-            return list(isr)
+            return isr
         return [*isr, *(b for b in pending.added if b not in isr)]
+
+    def _may_ask(self, partition: LeaderPartition) -> bool:
+        key = (partition.topic_id, partition.partition)
+        if key in self.pending:
+            return False
+        hold = self.hold_until.get(key)
+        if hold is not None:
+            if self.time_ms() < hold:
+                return False
+            del self.hold_until[key]
+        stale = self.stale.get(key)
+        if stale is None:
+            return True
+        if stale == (partition.leader_epoch, partition.partition_epoch):
+            return False
+        del self.stale[key]  # the metadata moved on: decide again
+        return True
 
     def check_shrink(self, now_ms: int | None = None) -> list[IsrChange]:
         """Ask for the removal of out-of-sync followers of every led partition without a
@@ -153,8 +186,7 @@ class IsrManager:
         now = self.time_ms() if now_ms is None else now_ms
         asked = []
         for partition in self.leaders():
-            key = (partition.topic_id, partition.partition)
-            if key in self.pending:
+            if not self._may_ask(partition):
                 continue
             out = to_shrink(partition.isr, partition.followers, now, self.lag_ms(),
                             leader_id=self.node_id,
@@ -162,7 +194,7 @@ class IsrManager:
             if out:
                 new_isr = tuple(b for b in partition.isr if b not in out)
                 log.info("ISR of %s-%d shrinks from %s to %s: replica(s) %s not caught up "
-                         "within replica.lag.time.max.ms=%d", partition.topic_id,
+                         "within replica.lag.time.max.ms=%d", _name(partition),
                          partition.partition, list(partition.isr), list(new_isr), out,
                          self.lag_ms())
                 asked.append(self._submit(partition, new_isr, (), tuple(out)))
@@ -171,15 +203,15 @@ class IsrManager:
     def check_expand(self, partition: LeaderPartition, replica: int) -> IsrChange | None:
         """After a fetch of ``replica``: ask for it to join the ISR if it may (and no change
         of the partition is in flight); the change asked for, else None."""
-        key = (partition.topic_id, partition.partition)
         progress = partition.followers.get(replica)
-        if (key in self.pending or replica in partition.isr or progress is None
-                or not may_join(progress, partition.high_watermark,
-                                partition.epoch_start_offset)):
+        if (replica in partition.isr or progress is None
+                or not can_join_isr(progress, high_watermark=partition.high_watermark,
+                                    leader_epoch_start_offset=partition.epoch_start_offset)
+                or not self._may_ask(partition)):
             return None
         new_isr = (*partition.isr, replica)
         log.info("ISR of %s-%d expands from %s to %s: replica %d caught up to offset %d",
-                 partition.topic_id, partition.partition, list(partition.isr), list(new_isr),
+                 _name(partition), partition.partition, list(partition.isr), list(new_isr),
                  replica, progress.log_end_offset)
         return self._submit(partition, new_isr, (replica,), ())
 
@@ -190,24 +222,47 @@ class IsrManager:
                            partition.partition_epoch, new_isr)
         key = (partition.topic_id, partition.partition)
         self.pending[key] = Pending(change, added, removed)
-        task = asyncio.ensure_future(self._send(key, change))
+        task = asyncio.ensure_future(self._send(key, change, partition))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return change
 
-    async def _send(self, key: Key, change: IsrChange) -> None:
+    async def _send(self, key: Key, change: IsrChange, partition: LeaderPartition) -> None:
+        where = f"{_name(partition)}-{change.partition}"
+        backoff = self.retry_backoff_ms
         try:
-            [result] = await self.send(self.node_id, [change])
-        except Exception as exc:  # the channel failed: decide again at the next check
-            log.warning("ISR change of %s-%d to %s failed: %r", change.topic_id,
-                        change.partition, list(change.new_isr), exc)
-            return
+            while True:
+                try:
+                    [result] = await self.send(self.node_id, [change])
+                except Exception as exc:  # the channel failed: retried below
+                    result = IsrChangeResult(change.topic_id, change.partition,
+                                             ErrorCode.unknown_server_error, repr(exc))
+                if result.error == ErrorCode.none or result.error in WAIT_FOR_METADATA \
+                        or result.error in DROP:
+                    break
+                if (partition.leader_epoch, partition.partition_epoch) != (
+                        change.leader_epoch, change.partition_epoch):
+                    log.info("ISR change of %s to %s dropped: the partition moved to leader "
+                             "epoch %d, partition epoch %d meanwhile", where,
+                             list(change.new_isr), partition.leader_epoch,
+                             partition.partition_epoch)
+                    return
+                log.warning("ISR change of %s to %s failed (%s %s): retrying in %d ms",
+                            where, list(change.new_isr), result.error.name.upper(),
+                            result.message or "", backoff)
+                await asyncio.sleep(backoff / 1000)
+                backoff = min(backoff * 2, RETRY_BACKOFF_MAX_MS)
         finally:
             self.pending.pop(key, None)
-        if result.error != ErrorCode.none:
-            log.info("ISR change of %s-%d to %s refused by the controller: %s %s",
-                     change.topic_id, change.partition, list(change.new_isr),
-                     result.error.name.upper(), result.message or "")
+        if result.error in WAIT_FOR_METADATA:
+            self.stale[key] = (change.leader_epoch, change.partition_epoch)
+            log.info("ISR change of %s to %s refused by the controller: %s %s; waiting for "
+                     "the metadata", where, list(change.new_isr), result.error.name.upper(),
+                     result.message or "")
+        elif result.error != ErrorCode.none:
+            self.hold_until[key] = self.time_ms() + RETRY_BACKOFF_MAX_MS
+            log.warning("ISR change of %s to %s refused by the controller: %s %s", where,
+                        list(change.new_isr), result.error.name.upper(), result.message or "")
         if self.on_result is not None:
             self.on_result(result)
 
@@ -238,3 +293,8 @@ class IsrManager:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._runner = None
         self.pending.clear()
+
+
+def _name(partition: LeaderPartition) -> str:
+    """The topic's name for logs (the id when the partition has none)."""
+    return str(getattr(partition, "topic", None) or partition.topic_id)

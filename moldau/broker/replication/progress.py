@@ -12,8 +12,8 @@ each of its fetches reaches what the leader had at its previous one.
 The high watermark is the smallest log end offset over the ISR, the leader's own included
 (:func:`high_watermark_candidate`); it never moves back on the leader (the caller keeps the
 larger of the old one and the candidate). ISR shrink and expand (``replica.lag.time.max.ms``,
-AlterPartition) use :func:`is_caught_up` and :func:`can_join_isr`; they are built on these
-functions, which is why they are pure and take the clock as an argument.
+AlterPartition, :mod:`.isr`) use :func:`is_caught_up` and :func:`can_join_isr`, the one place
+those rules live; they are pure and take the clock as an argument.
 
 Everything here is stable API for the ISR work: add fields with defaults, don't rename.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 #: A log end offset the leader does not know yet (no fetch from the follower since this
 #: broker became leader): Kafka's ``UnifiedLog.UnknownOffset``.
@@ -85,7 +86,17 @@ def high_watermark_candidate(leader_log_end_offset: int, leader_id: int, isr: It
     return low
 
 
-def is_caught_up(progress: ReplicaProgress, *, leader_log_end_offset: int, now_ms: int,
+class FollowerProgress(Protocol):
+    """What the ISR rules read of a follower's progress (a :class:`ReplicaProgress`)."""
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    @property
+    def last_caught_up_time_ms(self) -> int: ...
+
+
+def is_caught_up(progress: FollowerProgress, *, leader_log_end_offset: int, now_ms: int,
                  max_lag_ms: int) -> bool:
     """Whether the follower may stay in the ISR (Kafka's ``Replica.isCaughtUp``): it has the
     leader's whole log, or it was caught up within the last ``max_lag_ms``
@@ -94,7 +105,7 @@ def is_caught_up(progress: ReplicaProgress, *, leader_log_end_offset: int, now_m
             or now_ms - progress.last_caught_up_time_ms <= max_lag_ms)
 
 
-def can_join_isr(progress: ReplicaProgress, *, high_watermark: int,
+def can_join_isr(progress: FollowerProgress, *, high_watermark: int,
                  leader_epoch_start_offset: int) -> bool:
     """Whether a follower outside the ISR may join it (Kafka's ``isFollowerInSync``): its log
     reaches the high watermark and the start of the leader's current epoch, so everything

@@ -18,7 +18,8 @@ from moldau.broker.metadata.records import (
     RegisterBrokerRecord,
     TopicRecord,
 )
-from moldau.broker.replication.isr import IsrManager, may_join, to_shrink
+from moldau.broker.replication.isr import IsrManager, to_shrink
+from moldau.broker.replication.progress import can_join_isr
 from moldau.protocol.errors import ErrorCode
 from moldau.testing.metadata_store import ListStore
 
@@ -44,12 +45,12 @@ def test_to_shrink() -> None:
     assert to_shrink([1], {}, now, LAG, leader_id=1, leader_log_end_offset=80) == []
 
 
-def test_may_join() -> None:
-    assert may_join(Progress(100, 0), high_watermark=100, epoch_start_offset=90)
-    assert not may_join(Progress(99, 0), high_watermark=100, epoch_start_offset=90)
+def test_can_join_isr_as_the_manager_uses_it() -> None:
+    assert can_join_isr(Progress(100, 0), high_watermark=100, leader_epoch_start_offset=90)
+    assert not can_join_isr(Progress(99, 0), high_watermark=100, leader_epoch_start_offset=90)
     # the high watermark is reached but not the start of the leader's epoch
-    assert not may_join(Progress(100, 0), high_watermark=80, epoch_start_offset=120)
-    assert not may_join(Progress(-1, 0), high_watermark=-5, epoch_start_offset=-5)
+    assert not can_join_isr(Progress(100, 0), high_watermark=80, leader_epoch_start_offset=120)
+    assert not can_join_isr(Progress(-1, 0), high_watermark=-5, leader_epoch_start_offset=-5)
 
 
 @dataclass
@@ -102,7 +103,7 @@ def test_the_manager_shrinks_and_expands_through_the_controller() -> None:
                              on_result=results.append)
         [asked] = manager.check_shrink()
         assert asked.new_isr == (1, 2)
-        assert manager.maximal_isr((T, 0), led.isr) == [1, 2, 3]  # not yet committed
+        assert list(manager.maximal_isr((T, 0), led.isr)) == [1, 2, 3]  # not yet committed
         assert manager.check_shrink() == []  # one change in flight per partition
         await manager.drain()
         assert (led.isr, led.partition_epoch) == ((1, 2), 1)
