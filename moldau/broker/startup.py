@@ -332,6 +332,8 @@ async def close_node(node: NodeServices) -> None:
     """Close the group coordinator (parked requests answered, timers stopped), then the logs
     (flush, checkpoints, clean-shutdown marker)."""
     coordinator: GroupCoordinator = node.group_coordinator
+    for creation in set(node.auto_creations.values()):
+        creation.cancel()  # auto-creations still waiting on the controller
     try:
         await coordinator.close()
     finally:
