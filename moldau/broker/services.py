@@ -23,9 +23,10 @@ controller while the image names this broker the active one, else a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..protocol.errors import ErrorCode, KafkaError
@@ -71,6 +72,9 @@ class NodeServices:
     fetchers: ReplicaFetcherManager | None = None
     # The ISR manager of a broker of a cluster (shrinks and expands the ISRs it leads).
     isr_manager: IsrManager | None = None
+    #: Auto-creations under way, by topic name (see :func:`auto_create_topics_bounded`).
+    auto_creations: dict[str, asyncio.Future[dict[str, ErrorCode]]] = field(
+        default_factory=dict)
 
     @property
     def node_id(self) -> int:
@@ -84,7 +88,7 @@ class NodeServices:
         return await self.producer_ids.next_id()
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
-        return await auto_create_topics(self.controller, names)
+        return await auto_create_topics_bounded(self.controller, self.auto_creations, names)
 
     async def shut_down_broker(self, broker_id: int) -> list[tuple[str, int]]:
         if self.plane is not None:
@@ -119,4 +123,49 @@ async def auto_create_topics(controller: ControllerChannel,
         else:
             log.info("auto-created topic %s with %d partitions", result.name,
                      result.num_partitions)
+    return failed
+
+
+#: How long a Metadata request waits for the topics it auto-creates. The creation goes on in
+#: the background past it, and the request is answered LEADER_NOT_AVAILABLE ("being
+#: created", which clients retry) rather than held until the controller answers: a
+#: controller that is busy or being replaced (a ZooKeeper session renewed under load, a
+#: failover) would otherwise hold the client's connection for the forwarding time-out (30 s).
+#: Kafka answers at once; the wait keeps the single node's answer carrying the new topic.
+AUTO_CREATE_WAIT_S = 5.0
+
+
+async def auto_create_topics_bounded(
+        controller: ControllerChannel,
+        creations: dict[str, asyncio.Future[dict[str, ErrorCode]]], names: list[str],
+        wait_s: float = AUTO_CREATE_WAIT_S) -> dict[str, ErrorCode]:
+    """:func:`auto_create_topics`, waited for at most ``wait_s``: a topic whose creation is
+    still under way then (or failed unexpectedly) is LEADER_NOT_AVAILABLE. ``creations``
+    holds the creations under way by name, so clients asking again join the one creation
+    instead of sending the controller another."""
+    new = [name for name in names if name not in creations]
+    if new:
+        task = asyncio.ensure_future(auto_create_topics(controller, new))
+        for name in new:
+            creations[name] = task
+
+        def forget(done: asyncio.Future[dict[str, ErrorCode]], new: list[str] = new) -> None:
+            for name in new:
+                if creations.get(name) is done:
+                    del creations[name]
+            if not done.cancelled() and done.exception() is not None:
+                log.warning("auto-creation of topic(s) %s failed: %s", ", ".join(new),
+                            done.exception())
+
+        task.add_done_callback(forget)
+    # Taken before waiting: a finished creation forgets its names (its done callback).
+    mine = {name: creations[name] for name in names}
+    if mine:
+        await asyncio.wait(set(mine.values()), timeout=wait_s)
+    failed: dict[str, ErrorCode] = {}
+    for name, task in mine.items():
+        if not task.done() or task.cancelled() or task.exception() is not None:
+            failed[name] = ErrorCode.leader_not_available
+        elif name in task.result():
+            failed[name] = task.result()[name]
     return failed

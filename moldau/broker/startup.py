@@ -358,6 +358,8 @@ async def close_node(node: NodeServices) -> None:
         await node.isr_manager.stop()
     if node.fetchers is not None:
         await node.fetchers.close()
+    for creation in set(node.auto_creations.values()):
+        creation.cancel()  # auto-creations still waiting on the controller
     try:
         await coordinator.close()
     finally:

@@ -17,7 +17,10 @@ A null topic list (or an empty one at v0) means all topics. Unknown topics are c
 ``auto.create.topics.enable`` is on and the request allows it (always below v4), with
 ``num.partitions`` and ``default.replication.factor``; the answer waits for the creation, so
 it already carries the new topic's partitions (only such a request waits: the others are
-answered at once). A topic whose creation failed on this broker's
+answered at once), but at most ``AUTO_CREATE_WAIT_S`` (5 s, ``services.py``): a creation
+still under way then (a busy or failing-over controller) goes on in the background and the
+topic is answered LEADER_NOT_AVAILABLE, which clients retry; asking again joins the same
+creation. A topic whose creation failed on this broker's
 storage (no disk space or file descriptor left) is answered LEADER_NOT_AVAILABLE, what Kafka
 answers while an auto-created topic is not ready: clients retry, and the broker's log says
 why. So is a topic created through the controller of another broker whose records have not

@@ -114,6 +114,13 @@ class _Retry(Exception):
     could not be reached."""
 
 
+class ControllerIsLocal(Exception):
+    """The image now names this broker the active controller: the change belongs to its own
+    controller (:class:`~.selection.ActiveControllerChannel` sends it there), not to the
+    network. Raised when the image moved to this broker while a change was being forwarded
+    (it named no controller, or another one, when the change started)."""
+
+
 class ForwardingControllerChannel:
     """A :class:`~.channel.ControllerChannel` for a broker that is not the active
     controller: every change is sent to the controller the image names."""
@@ -366,8 +373,8 @@ class ForwardingControllerChannel:
         if controller_id == self.node_id:
             # This broker's own controller takes its changes; sending them to itself would
             # come back here.
-            raise _Retry(f"the metadata names this broker ({controller_id}) as the active "
-                         f"controller, but it does not run one yet")
+            raise ControllerIsLocal(f"the metadata names this broker ({controller_id}) as "
+                                    f"the active controller")
         registration = self.image.brokers.get(controller_id)
         if registration is None:
             raise _Retry(f"the active controller, broker {controller_id}, is not registered")

@@ -12,12 +12,15 @@ A single node never builds this: its handlers get the local controller itself.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TypeVar
 
 from .channel import PRODUCER_ID_BLOCK, ControllerChannel, Outcome, TopicResult, TopicSpec
-from .forwarding import ForwardingControllerChannel
+from .forwarding import ControllerIsLocal, ForwardingControllerChannel
 from .image import MetadataImage
 from .isr_change import IsrChange, IsrChangeResult
+
+T = TypeVar("T")
 
 
 class ActiveControllerChannel:
@@ -39,34 +42,47 @@ class ActiveControllerChannel:
         """Where a change asked for now goes."""
         return self.local if self.is_active else self.remote
 
+    async def _call(self, change: Callable[[ControllerChannel], Awaitable[T]]) -> T:
+        """Send ``change`` where :meth:`current` says; a change being forwarded when the image
+        names this broker the controller (it named none when the change started, as right
+        after start-up, or it moved here) goes to the local controller instead of waiting
+        on the network for a controller that is this broker."""
+        if self.is_active:
+            return await change(self.local)
+        try:
+            return await change(self.remote)
+        except ControllerIsLocal:
+            return await change(self.local)
+
     async def create_topics(self, specs: Sequence[TopicSpec], *,
                             validate_only: bool = False) -> list[TopicResult]:
-        return await self.current().create_topics(specs, validate_only=validate_only)
+        return await self._call(
+            lambda c: c.create_topics(specs, validate_only=validate_only))
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, Outcome]:
-        return await self.current().delete_topics(names)
+        return await self._call(lambda c: c.delete_topics(names))
 
     async def create_partitions(self, name: str, total: int,
                                 assignments: list[list[int]] | None, *,
                                 validate_only: bool = False) -> Outcome:
-        return await self.current().create_partitions(name, total, assignments,
-                                                      validate_only=validate_only)
+        return await self._call(lambda c: c.create_partitions(
+            name, total, assignments, validate_only=validate_only))
 
     async def alter_configs(self, resource_type: int, name: str,
                             changes: Mapping[str, str | None], *, replace: bool = False,
                             validate_only: bool = False) -> Outcome:
-        return await self.current().alter_configs(resource_type, name, changes,
-                                                  replace=replace, validate_only=validate_only)
+        return await self._call(lambda c: c.alter_configs(
+            resource_type, name, changes, replace=replace, validate_only=validate_only))
 
     async def incremental_alter_configs(self, resource_type: int, name: str,
                                         ops: Sequence[tuple[str, int, str | None]], *,
                                         validate_only: bool = False) -> Outcome:
-        return await self.current().incremental_alter_configs(resource_type, name, ops,
-                                                              validate_only=validate_only)
+        return await self._call(lambda c: c.incremental_alter_configs(
+            resource_type, name, ops, validate_only=validate_only))
 
     async def allocate_producer_ids(self, broker_id: int,
                                     count: int = PRODUCER_ID_BLOCK) -> range:
-        return await self.current().allocate_producer_ids(broker_id, count)
+        return await self._call(lambda c: c.allocate_producer_ids(broker_id, count))
 
     async def alter_partition(self, broker_id: int, changes: Sequence[IsrChange]
                               ) -> list[IsrChangeResult]:
