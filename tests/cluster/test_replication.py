@@ -12,6 +12,7 @@ ZooKeeper, topics with replication factor 3, confluent-kafka clients.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import time
 import uuid
@@ -265,12 +266,21 @@ def test_acks_all_waiting_on_a_killed_follower_that_was_the_controller_completes
     assert cluster.leaders(topic)[0] == leader
     cluster.kill9(controller)
     started = time.monotonic()
-    others = cluster.bootstrap(ids=[leader, third])
-    acked = produce(others, topic, [f"v-{i}".encode() for i in range(50)], partition=0)
-    elapsed = time.monotonic() - started
-    assert len(acked) == 50
+    # One new producer through each survivor: each survivor forwards a request for a block of
+    # producer ids to the dead controller, and one of them is elected next, whichever it is.
+    elapsed: dict[int, float] = {}
+
+    def produce_through(broker_id: int) -> None:
+        acked = produce(cluster.bootstrap(ids=[broker_id]), topic,
+                        [f"v{broker_id}-{i}".encode() for i in range(25)], partition=0)
+        assert len(acked) == 25
+        elapsed[broker_id] = time.monotonic() - started
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for future in [pool.submit(produce_through, b) for b in (leader, third)]:
+            future.result()
     state = cluster.partition_state(topic, 0)
     assert state is not None and controller not in state["isr"], state
     # The session of the dead controller ends (6 s), another is elected, the ISR shrinks:
     # far less than the 30 s request timeout; generous bound for a busy machine.
-    assert elapsed < cluster.session_timeout_s + 20, elapsed
+    assert max(elapsed.values()) < cluster.session_timeout_s + 20, elapsed
