@@ -12,6 +12,7 @@ ZooKeeper, topics with replication factor 3, confluent-kafka clients.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import time
 import uuid
@@ -242,3 +243,44 @@ def test_acks_all_waiting_on_a_killed_follower_completes_once_it_leaves_the_isr(
     # Answered when the controller dropped the dead follower (its session ended), not at a
     # request timeout (30 s): generous bound for a busy machine.
     assert elapsed < cluster.session_timeout_s + 20, elapsed
+
+
+def test_acks_all_waiting_on_a_killed_follower_that_was_the_controller_completes(
+        cluster_factory: ClusterFactory) -> None:
+    """The killed follower is also the active controller: the other brokers' requests to it
+    (the new producer's block of producer ids, the leader's ISR shrink) must go to the
+    controller ZooKeeper elects next, not wait out a request timeout on the dead one."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = cluster_factory(3)
+    bootstrap = cluster.bootstrap()
+    controller = cluster.wait_controller()
+    leader = next(i for i in sorted(cluster.brokers) if i != controller)
+    third = next(i for i in sorted(cluster.brokers) if i not in (leader, controller))
+    topic = f"dead-controller-follower-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[leader, controller, third]])],
+                        operation_timeout=30)[topic].result(60)
+    # acks=1: the brokers' producer-id blocks are not asked for before the kill.
+    produce(bootstrap, topic, [b"warm-up"], acks="1", partition=0)
+    assert cluster.leaders(topic)[0] == leader
+    cluster.kill9(controller)
+    started = time.monotonic()
+    # One new producer through each survivor: each survivor forwards a request for a block of
+    # producer ids to the dead controller, and one of them is elected next, whichever it is.
+    elapsed: dict[int, float] = {}
+
+    def produce_through(broker_id: int) -> None:
+        acked = produce(cluster.bootstrap(ids=[broker_id]), topic,
+                        [f"v{broker_id}-{i}".encode() for i in range(25)], partition=0)
+        assert len(acked) == 25
+        elapsed[broker_id] = time.monotonic() - started
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for future in [pool.submit(produce_through, b) for b in (leader, third)]:
+            future.result()
+    state = cluster.partition_state(topic, 0)
+    assert state is not None and controller not in state["isr"], state
+    # The session of the dead controller ends (6 s), another is elected, the ISR shrinks:
+    # far less than the 30 s request timeout; generous bound for a busy machine.
+    assert max(elapsed.values()) < cluster.session_timeout_s + 20, elapsed

@@ -6,6 +6,7 @@ scripted peers that move the controller, refuse, or never answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -263,3 +264,37 @@ def test_forwarded_requests_are_recognised_by_their_client_id() -> None:
     assert forwarded_by(forwarding_client_id(12)) == 12
     for other in (None, "", "rdkafka", "broker-x-to-controller", "broker-3-to-replica"):
         assert forwarded_by(other) is None
+
+
+def test_a_frozen_controller_is_left_once_the_image_names_another() -> None:
+    # A controller that accepts connections but answers nothing (frozen, SIGSTOP): once the
+    # image names another controller the change goes there, not at the request timeout.
+    async def main() -> None:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            with contextlib.suppress(ConnectionError):
+                while await reader.read(65536):
+                    pass
+            writer.close()
+
+        def answer(api: int, version: int, request: Any) -> dict[str, Any]:
+            return {"throttle_time": 0, "results": [
+                {"name": t.name, "error_code": 0, "error_message": None}
+                for t in request.topics]}
+
+        frozen = await asyncio.start_server(silent, "127.0.0.1", 0)
+        try:
+            async with FakePeer({ApiKey.CREATE_PARTITIONS: (0, 3)}, answer) as peer:
+                image = image_of(1, {1: frozen.sockets[0].getsockname()[1], 3: peer.port})
+                forwarding = channel(image, timeout_ms=20_000)
+                pending = asyncio.ensure_future(forwarding.create_partitions("t", 3, None))
+                await asyncio.sleep(0.3)
+                assert not pending.done() and peer.requests == []
+                image.replay(ControllerChangeRecord(3, 2))
+                assert await asyncio.wait_for(pending, 5) == (E.none, None)
+                forwarding.close()
+        finally:
+            frozen.close()
+            await frozen.wait_closed()
+        assert peer.requests == [(ApiKey.CREATE_PARTITIONS, "broker-2-to-controller")]
+
+    asyncio.run(main())

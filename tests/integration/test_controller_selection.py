@@ -27,6 +27,7 @@ from moldau.broker.metadata.records import (
 from moldau.broker.metadata.selection import ActiveControllerChannel
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode as E
+from moldau.testing.processes import closed_port
 from moldau.testing.runner import BrokerProcess, InProcessBroker
 
 _ZERO = uuid.UUID(int=0)
@@ -147,3 +148,32 @@ def test_a_client_request_to_a_broker_that_is_not_the_controller_is_not_refused(
     with Wire(port, client_id="adminclient-1") as wire:
         [entry] = wire.call(api, version, body)[entries]
     assert entry[field] != E.not_controller
+
+
+def test_a_change_waiting_for_a_dead_controller_is_made_here_once_this_broker_is_elected(
+) -> None:
+    # The controller died with a request for producer ids (a new idempotent producer's) on
+    # its way to it, and ZooKeeper elected this broker: the local controller makes the change
+    # at once, not after the forwarding's request timeout (20 s here).
+    async def main() -> None:
+        with closed_port() as dead:
+            image = image_of(1, {1: dead, 2: 1})
+            local = Controller(image, ListStore(), default_partitions=lambda: 1,
+                               default_replication_factor=lambda: 1)
+            remote = ForwardingControllerChannel(node_id=2, image=image, listener="PLAINTEXT",
+                                                 request_timeout_ms=20_000,
+                                                 retry_backoff_ms=20)
+            selected = ActiveControllerChannel(node_id=2, image=image, local=local,
+                                               remote=remote)
+            pending = asyncio.ensure_future(selected.allocate_producer_ids(2))
+            topics = asyncio.ensure_future(selected.create_topics([TopicSpec("late", 2)]))
+            await asyncio.sleep(0.3)  # refused, and refused again
+            assert not pending.done() and not topics.done()
+            image.replay(ControllerChangeRecord(2, 2))
+            block = await asyncio.wait_for(pending, 5)
+            [created] = await asyncio.wait_for(topics, 5)
+            selected.close()
+        assert len(block) > 0 and image.next_producer_id == block.stop
+        assert created.error == E.none and "late" in image.topics_by_name
+
+    asyncio.run(main())

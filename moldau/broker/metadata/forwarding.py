@@ -40,17 +40,26 @@ controller meanwhile) and sends the change again to whichever controller the ima
 ``request_timeout_ms`` (Kafka's ``controller.socket.timeout.ms``, 30 s) has passed. Then the
 change is answered REQUEST_TIMED_OUT with the reason (no controller known, no endpoint on the
 listener, the last connection error), which clients retry.
+
+The image naming another controller also ends an attempt under way, as Kafka's
+BrokerToControllerChannelManager disconnects from the old controller when the metadata names a
+new one: a controller that was killed or frozen while the change waited for its answer is
+left at once, not at the request timeout. And when the image names THIS broker (it was elected
+while the change waited for a dead controller), the change is not this channel's to send:
+:class:`ControllerIsLocal` tells the caller (:class:`~.selection.ActiveControllerChannel`) to
+make it with the local controller.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ...protocol.api_keys import ApiKey, api_name
 from ...protocol.errors import ErrorCode, KafkaError
@@ -65,6 +74,9 @@ log = logging.getLogger(__name__)
 FORWARDED_CLIENT_ID_PREFIX = "broker-"
 _FORWARDED_SUFFIX = "-to-controller"
 _ZERO_UUID = uuid.UUID(int=0)
+_T = TypeVar("_T")
+# How often an attempt under way looks whether the image names another controller.
+_WATCH_S = 0.05
 # OP_SET and OP_DELETE of IncrementalAlterConfigs.
 _SET, _DELETE = 0, 1
 
@@ -109,16 +121,14 @@ class ControllerPeer:
                 f"listener {self.listener})")
 
 
+class ControllerIsLocal(Exception):
+    """The image names this broker the active controller: a change being forwarded is the
+    local controller's to make (:class:`~.selection.ActiveControllerChannel` makes it there)."""
+
+
 class _Retry(Exception):
     """This attempt failed in a way another attempt may not: the controller moved, or it
     could not be reached."""
-
-
-class ControllerIsLocal(Exception):
-    """The image now names this broker the active controller: the change belongs to its own
-    controller (:class:`~.selection.ActiveControllerChannel` sends it there), not to the
-    network. Raised when the image moved to this broker while a change was being forwarded
-    (it named no controller, or another one, when the change started)."""
 
 
 class ForwardingControllerChannel:
@@ -318,9 +328,8 @@ class ForwardingControllerChannel:
         deadline = time.monotonic() + self.request_timeout_ms / 1000
         while True:
             try:
-                conn = await self._connection(deadline)
-                data = body(conn.versions.require(api_key)) if callable(body) else body
-                answer = await conn.request(api_key, data, timeout_ms=_left_ms(deadline))
+                answer, conn = await self._unless_controller_moves(
+                    self._attempt(api_key, body, deadline))
                 if ErrorCode.not_controller not in errors(answer):
                     return answer
                 raise _Retry(f"{conn.describe()} answered NOT_CONTROLLER: it is no longer "
@@ -344,6 +353,33 @@ class ForwardingControllerChannel:
                     f"could not forward {what} to the active controller within "
                     f"{self.request_timeout_ms} ms: {reason}")
             log.debug("sending %s to the active controller again: %s", what, reason)
+
+    async def _attempt(self, api_key: ApiKey,
+                       body: Mapping[str, Any] | Callable[[int], Mapping[str, Any]],
+                       deadline: float) -> tuple[Any, BrokerConnection]:
+        conn = await self._connection(deadline)
+        data = body(conn.versions.require(api_key)) if callable(body) else body
+        return await conn.request(api_key, data, timeout_ms=_left_ms(deadline)), conn
+
+    async def _unless_controller_moves(self, attempt: Awaitable[_T]) -> _T:
+        """``attempt``'s result, or _Retry as soon as the image names another controller than
+        the one it was sent to (a dead or frozen controller would otherwise hold the change
+        until the request timeout, long after ZooKeeper elected another)."""
+        sent_to = self.image.controller_id
+        task = asyncio.ensure_future(attempt)
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=_WATCH_S)
+                if done:
+                    return task.result()
+                if self.image.controller_id != sent_to:
+                    raise _Retry(f"the metadata names broker {self.image.controller_id} the "
+                                 f"active controller now, not broker {sent_to}")
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
 
     async def _wait_for_retry(self, deadline: float) -> bool:
         """Back off before the next attempt, less if the image names another controller
@@ -373,8 +409,8 @@ class ForwardingControllerChannel:
         if controller_id == self.node_id:
             # This broker's own controller takes its changes; sending them to itself would
             # come back here.
-            raise ControllerIsLocal(f"the metadata names this broker ({controller_id}) as "
-                                    f"the active controller")
+            raise ControllerIsLocal(f"the metadata names this broker ({controller_id}) the "
+                                    f"active controller")
         registration = self.image.brokers.get(controller_id)
         if registration is None:
             raise _Retry(f"the active controller, broker {controller_id}, is not registered")

@@ -5,7 +5,10 @@ active one, the forwarding channel to the active controller otherwise.
 (``MetadataImage.controller_id``, which follows ``/controller``), so it switches the moment
 the image names another controller: no handler holds on to a stale choice. A change already
 sent to a controller that then loses its place is answered NOT_CONTROLLER by it and sent
-again by the forwarding channel to the one the image names next.
+again by the forwarding channel to the one the image names next. A change that was being
+forwarded when the image came to name THIS broker (the controller it waited for died and
+ZooKeeper elected this one) comes back here (:class:`~.forwarding.ControllerIsLocal`) and is
+made by the local controller, at once rather than at the forwarding's request timeout.
 
 A single node never builds this: its handlers get the local controller itself.
 """
@@ -20,7 +23,7 @@ from .forwarding import ControllerIsLocal, ForwardingControllerChannel
 from .image import MetadataImage
 from .isr_change import IsrChange, IsrChangeResult
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 class ActiveControllerChannel:
@@ -42,51 +45,48 @@ class ActiveControllerChannel:
         """Where a change asked for now goes."""
         return self.local if self.is_active else self.remote
 
-    async def _call(self, change: Callable[[ControllerChannel], Awaitable[T]]) -> T:
-        """Send ``change`` where :meth:`current` says; a change being forwarded when the image
-        names this broker the controller (it named none when the change started, as right
-        after start-up, or it moved here) goes to the local controller instead of waiting
-        on the network for a controller that is this broker."""
-        if self.is_active:
-            return await change(self.local)
-        try:
-            return await change(self.remote)
-        except ControllerIsLocal:
-            return await change(self.local)
+    async def _make(self, change: Callable[[ControllerChannel], Awaitable[_T]]) -> _T:
+        """``change`` made through the current channel; again through the local controller
+        when the forwarding channel finds the image naming this broker meanwhile."""
+        while True:
+            try:
+                return await change(self.current())
+            except ControllerIsLocal:
+                continue
 
     async def create_topics(self, specs: Sequence[TopicSpec], *,
                             validate_only: bool = False) -> list[TopicResult]:
-        return await self._call(
+        return await self._make(
             lambda c: c.create_topics(specs, validate_only=validate_only))
 
     async def delete_topics(self, names: Sequence[str]) -> dict[str, Outcome]:
-        return await self._call(lambda c: c.delete_topics(names))
+        return await self._make(lambda c: c.delete_topics(names))
 
     async def create_partitions(self, name: str, total: int,
                                 assignments: list[list[int]] | None, *,
                                 validate_only: bool = False) -> Outcome:
-        return await self._call(lambda c: c.create_partitions(
+        return await self._make(lambda c: c.create_partitions(
             name, total, assignments, validate_only=validate_only))
 
     async def alter_configs(self, resource_type: int, name: str,
                             changes: Mapping[str, str | None], *, replace: bool = False,
                             validate_only: bool = False) -> Outcome:
-        return await self._call(lambda c: c.alter_configs(
+        return await self._make(lambda c: c.alter_configs(
             resource_type, name, changes, replace=replace, validate_only=validate_only))
 
     async def incremental_alter_configs(self, resource_type: int, name: str,
                                         ops: Sequence[tuple[str, int, str | None]], *,
                                         validate_only: bool = False) -> Outcome:
-        return await self._call(lambda c: c.incremental_alter_configs(
+        return await self._make(lambda c: c.incremental_alter_configs(
             resource_type, name, ops, validate_only=validate_only))
 
     async def allocate_producer_ids(self, broker_id: int,
                                     count: int = PRODUCER_ID_BLOCK) -> range:
-        return await self._call(lambda c: c.allocate_producer_ids(broker_id, count))
+        return await self._make(lambda c: c.allocate_producer_ids(broker_id, count))
 
     async def alter_partition(self, broker_id: int, changes: Sequence[IsrChange]
                               ) -> list[IsrChangeResult]:
-        return await self.current().alter_partition(broker_id, changes)
+        return await self._make(lambda c: c.alter_partition(broker_id, changes))
 
     def close(self) -> None:
         """Close the connection to a remote controller, if one is open."""
