@@ -79,12 +79,16 @@ def delete_records(bootstrap: str, topic: str, partition: int, before: int) -> N
 
 def consume_all(bootstrap: str, topic: str, expected: int, timeout: float = 90.0
                 ) -> dict[bytes, tuple[int, int]]:
-    """Read ``topic`` from the start with a new group until ``expected`` records came."""
-    from confluent_kafka import Consumer
+    """Read every partition of ``topic`` from the start until ``expected`` records came.
+    Partitions are assigned, not subscribed: a group would need ``__consumer_offsets``,
+    which a cluster with a broker down may not be able to create (its replication factor is
+    min(3, brokers))."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
+                         "enable.auto.commit": False})
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(partitions)])
     seen: dict[bytes, tuple[int, int]] = {}
     deadline = time.monotonic() + timeout
     try:
