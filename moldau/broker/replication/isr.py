@@ -185,7 +185,9 @@ class IsrManager:
         change in flight; the changes asked for."""
         now = self.time_ms() if now_ms is None else now_ms
         asked = []
+        led: set[Key] = set()
         for partition in self.leaders():
+            led.add((partition.topic_id, partition.partition))
             if not self._may_ask(partition):
                 continue
             out = to_shrink(partition.isr, partition.followers, now, self.lag_ms(),
@@ -198,7 +200,16 @@ class IsrManager:
                          partition.partition, list(partition.isr), list(new_isr), out,
                          self.lag_ms())
                 asked.append(self._submit(partition, new_isr, (), tuple(out)))
+        self._forget_unled(led)
         return asked
+
+    def _forget_unled(self, led: set[Key]) -> None:
+        """Drop what is remembered of partitions this broker no longer leads (deleted, or
+        led elsewhere now): a deleted topic's entries would otherwise stay forever, and a
+        partition led again later starts from a fresh decision."""
+        for remembered in (self.stale, self.hold_until):
+            for key in [k for k in remembered if k not in led]:
+                del remembered[key]
 
     def check_expand(self, partition: LeaderPartition, replica: int) -> IsrChange | None:
         """After a fetch of ``replica``: ask for it to join the ISR if it may (and no change

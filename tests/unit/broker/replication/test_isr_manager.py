@@ -142,3 +142,29 @@ def test_a_stale_change_is_refused_and_dropped() -> None:
         assert manager.pending == {}
 
     asyncio.run(scenario())
+
+
+def test_what_is_remembered_of_a_partition_goes_when_it_is_no_longer_led() -> None:
+    async def scenario() -> None:
+        ctl = controller()
+        led = Led(ctl.image, followers={2: Progress(100, 0), 3: Progress(40, 0)})
+        leading = [led]
+
+        async def refuse(broker_id: int,
+                         changes: Sequence[IsrChange]) -> list[IsrChangeResult]:
+            return [IsrChangeResult(c.topic_id, c.partition, ErrorCode.invalid_update_version,
+                                    "stale") for c in changes]
+
+        manager = IsrManager(node_id=1, lag_ms=lambda: LAG, send=refuse,
+                             leaders=lambda: leading, time_ms=lambda: 10**9)
+        manager.check_shrink()
+        await manager.drain()
+        assert (T, 0) in manager.stale
+        manager.hold_until[(T, 0)] = 10**10
+        manager.check_shrink()  # still led: both kept
+        assert (T, 0) in manager.stale and (T, 0) in manager.hold_until
+        leading.clear()  # the topic was deleted (or its leadership moved)
+        manager.check_shrink()
+        assert manager.stale == {} and manager.hold_until == {}
+
+    asyncio.run(scenario())
