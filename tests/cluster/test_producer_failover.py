@@ -12,8 +12,9 @@ gap with OUT_OF_ORDER_SEQUENCE_NUMBER.
   kill -9, to the new one get the same offsets; the log holds each record once;
 - the same through a follower that was killed and restarted in between (its state comes
   back from its snapshot and log), then leads;
-- a real confluent-kafka idempotent producer (acks=all) across two leader kills: the
-  read-back holds every acknowledged value exactly once, in order.
+- real idempotent producers (acks=all) across leader kills: confluent-kafka (two kills),
+  kafka-python and aiokafka (one each): the read-back holds every acknowledged value exactly
+  once, in order.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import threading
 import time
 import uuid
 from typing import Any
+
+import pytest
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -210,66 +213,139 @@ def test_a_restarted_follower_that_becomes_leader_still_knows_the_producer(
                                                      batches=9, value_size=200)
 
 
-def test_confluent_idempotent_producer_across_leader_kills_has_no_duplicates(
-        cluster_factory: ClusterFactory) -> None:
-    """A real idempotent producer keeps sending while the leader is killed twice (the first
-    victim restarted in between): every acknowledged value reads back exactly once, and the
-    values of the one partition are in the order they were produced."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+class ClientProducer(threading.Thread):
+    """One real client's idempotent acks=all producer sending ``r0, r1, ...`` to partition 0
+    until stopped; notes what was acknowledged and every error the application saw."""
 
-    cluster = cluster_factory(3)
-    topic = f"dup-client-{uuid.uuid4().hex[:6]}"
-    create_topic(cluster.bootstrap(), topic, [[1, 2, 3]])
-    full_isr(cluster, topic)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 5, "message.timeout.ms": 120000})
-    acked: list[str] = []
-    errors: list[Any] = []
-    stop = threading.Event()
-    sent = [0]
+    def __init__(self, client: str, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.client, self.bootstrap, self.topic = client, bootstrap, topic
+        self.stop = threading.Event()
+        self.sent = 0
+        self.acked: list[str] = []
+        self.errors: list[Any] = []
+        self.unflushed = -1
 
-    def report(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-        else:
-            acked.append(msg.value().decode())
+    def _value(self) -> str:
+        value = f"r{self.sent}"
+        self.sent += 1
+        return value
 
-    def keep_producing() -> None:
-        while not stop.is_set():
-            producer.produce(topic, f"r{sent[0]}".encode(), partition=0, on_delivery=report)
-            sent[0] += 1
+    def run(self) -> None:
+        getattr(self, f"_run_{self.client.replace('-', '_')}")()
+
+    def _run_confluent(self) -> None:
+        from confluent_kafka import Producer
+
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True,
+                             "acks": "all", "linger.ms": 5, "message.timeout.ms": 120000})
+
+        def report(err: Any, msg: Any) -> None:
+            if err is not None:
+                self.errors.append(err)
+            else:
+                self.acked.append(msg.value().decode())
+
+        while not self.stop.is_set():
+            producer.produce(self.topic, self._value().encode(), partition=0,
+                             on_delivery=report)
             producer.poll(0.01)
+        self.unflushed = producer.flush(150)
 
-    worker = threading.Thread(target=keep_producing)
-    worker.start()
-    try:
-        victims = []
-        for _round in range(2):
-            time.sleep(1)
-            old = int(full_isr(cluster, topic)["leader"])
-            count = len(acked)
-            cluster.kill9(old)
-            victims.append(old)
-            new_leader(cluster, topic, old)
-            wait_until(lambda c=count: len(acked) > c + 50, 60, "deliveries after the kill")
-            cluster.restart(old)
-    finally:
-        stop.set()
-        worker.join(30)
-    assert producer.flush(150) == 0
-    assert errors == []
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "group.id": "unused",
+    def _run_kafka_python(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
+                                 enable_idempotence=True, linger_ms=5,
+                                 delivery_timeout_ms=120000)
+        while not self.stop.is_set():
+            value = self._value()
+            future = producer.send(self.topic, value.encode(), partition=0)
+            future.add_callback(lambda _md, v=value: self.acked.append(v))
+            future.add_errback(self.errors.append)
+            time.sleep(0.005)
+        producer.flush(150)
+        producer.close(30)
+        self.unflushed = 0
+
+    def _run_aiokafka(self) -> None:
+        import asyncio
+
+        from aiokafka import AIOKafkaProducer
+
+        async def produce() -> None:
+            producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
+                                        enable_idempotence=True, linger_ms=5)
+            await producer.start()
+
+            def report(future: Any, value: str) -> None:
+                if future.exception() is not None:
+                    self.errors.append(future.exception())
+                else:
+                    self.acked.append(value)
+
+            try:
+                while not self.stop.is_set():
+                    value = self._value()
+                    sent = await producer.send(self.topic, value.encode(), partition=0)
+                    sent.add_done_callback(lambda f, v=value: report(f, v))
+                    await asyncio.sleep(0.005)
+                await producer.flush()
+                self.unflushed = 0
+            finally:
+                await producer.stop()
+
+        asyncio.run(produce())
+
+
+def read_back(bootstrap: str, topic: str, count: int) -> list[str]:
+    """Partition 0 from its start until ``count`` records came (or 60 s passed)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
                          "enable.auto.commit": False})
+    read: list[str] = []
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
-        read: list[str] = []
         deadline = time.monotonic() + 60
-        while len(read) < sent[0] and time.monotonic() < deadline:
+        while len(read) < count and time.monotonic() < deadline:
             for msg in consumer.consume(1000, 1.0):
                 if msg.error() is None:
                     read.append(msg.value().decode())
     finally:
         consumer.close()
+    return read
+
+
+@pytest.mark.parametrize(("client", "kills"), [("confluent", 2), ("kafka-python", 1),
+                                               ("aiokafka", 1)])
+def test_idempotent_producer_across_leader_kills_has_no_duplicates(
+        cluster_factory: ClusterFactory, client: str, kills: int) -> None:
+    """A real idempotent producer keeps sending while the leader is killed (confluent-kafka:
+    twice, the first victim restarted in between): every acknowledged value reads back
+    exactly once, and the values are in the order they were produced."""
+    cluster = cluster_factory(3)
+    topic = f"dup-client-{uuid.uuid4().hex[:6]}"
+    create_topic(cluster.bootstrap(), topic, [[1, 2, 3]])
+    full_isr(cluster, topic)
+    producer = ClientProducer(client, cluster.bootstrap(), topic)
+    producer.start()
+    try:
+        for _round in range(kills):
+            time.sleep(1)
+            old = int(full_isr(cluster, topic)["leader"])
+            count = len(producer.acked)
+            cluster.kill9(old)
+            new_leader(cluster, topic, old)
+            wait_until(lambda c=count: len(producer.acked) > c + 50, 90,
+                       "deliveries after the kill")
+            cluster.restart(old)
+    finally:
+        producer.stop.set()
+        producer.join(180)
+    assert producer.unflushed == 0
+    assert producer.errors == []
+    read = read_back(cluster.bootstrap(), topic, producer.sent)
     assert len(set(read)) == len(read), "duplicated records in the read-back"
-    assert read == [f"r{i}" for i in range(sent[0])]
-    assert sorted(acked, key=lambda v: int(v[1:])) == read
+    assert read == [f"r{i}" for i in range(producer.sent)]
+    assert sorted(producer.acked, key=lambda v: int(v[1:])) == read
