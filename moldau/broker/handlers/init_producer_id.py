@@ -6,8 +6,12 @@ issued twice, across restarts too. A producer that sends its current id and epoc
 to recover from an error gets the same id with the epoch bumped, or a new id when the epoch
 would overflow.
 
-If a new block cannot be written (disk full), the answer is COORDINATOR_LOAD_IN_PROGRESS, what
-Kafka's producer id manager answers while it has no block: clients retry.
+The broker prefetches the next block once 90% of the current one is issued (Kafka 3.5+), so
+this request does not wait on the controller in the common case. With no id at hand (the
+first request after a start; a block the controller could not write, e.g. a full disk; a
+controller that does not answer) the request waits at most 1 s for the block being asked for,
+then answers COORDINATOR_LOAD_IN_PROGRESS, what Kafka's producer id manager answers while it
+has no block: clients retry.
 
 Left out until the transactions work: transactional ids (answered COORDINATOR_NOT_AVAILABLE,
 which clients treat as "retry later").
