@@ -49,11 +49,18 @@ class PartitionRecord(MetadataRecord):
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455): ``replicas`` is then the union of the old and the
+    # target replicas; these are the ones being added and removed (KRaft's addingReplicas and
+    # removingReplicas).
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class PartitionChangeRecord(MetadataRecord):
-    """A change of leader and/or ISR; a new leader bumps the leader epoch."""
+    """A change of leader, ISR and/or replicas; a new leader bumps the leader epoch. None
+    leaves a field as it is; ``adding_replicas``/``removing_replicas`` set the reassignment
+    in progress (empty lists: none)."""
 
     TYPE: ClassVar[str] = "PartitionChangeRecord"
     topic_id: uuid.UUID
@@ -61,6 +68,8 @@ class PartitionChangeRecord(MetadataRecord):
     leader: int | None = None
     isr: list[int] | None = None
     replicas: list[int] | None = None
+    adding_replicas: list[int] | None = None
+    removing_replicas: list[int] | None = None
 
 
 @dataclass(frozen=True)
