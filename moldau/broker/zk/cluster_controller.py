@@ -388,6 +388,13 @@ class ZkMetadataPlane:
         if records:
             log.info("controller: %d partition leadership/ISR change(s) after broker changes",
                      len(records))
+        try:
+            # A controller elected mid-move finishes the reassignments whose new replicas
+            # joined the ISR meanwhile; a broker back may also be the leader one needed.
+            await self.controller.complete_reassignments()
+        except KafkaError as exc:
+            log.warning("completing reassignments after a controller or broker change "
+                        "failed: %s", exc)
 
     async def _watch_deletions(self, epoch: int) -> None:
         """Delete the topics named under ``/admin/delete_topics`` (old tools' way to ask),
