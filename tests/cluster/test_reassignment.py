@@ -1,0 +1,188 @@
+"""Partition reassignment (KIP-455) on four real ``moldau serve`` brokers and a real ZooKeeper,
+driven as an operator drives it: ``moldau reassign-partitions`` in a child process with
+kafka-reassign-partitions.sh's JSON files and flags, real clients for the data.
+
+Acceptance 5, first half: a partition on brokers {1,2,3} holding 100 MiB (written with
+confluent-kafka, acks=all, big batches) is reassigned to {2,3,4}; ``--verify`` reports it
+completed; every byte reads back from the new replicas (digest of the values in offset order),
+broker 1 no longer holds the partition's directory, and the leader is one of {2,3,4}.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from moldau.testing.cluster import BrokerCluster
+
+from .conftest import ClusterFactory
+
+TIMEOUT = 120
+VALUE_BYTES = 64 << 10
+VALUES = 1600  # 100 MiB
+
+
+def tool(*args: str, timeout: float = TIMEOUT) -> subprocess.CompletedProcess[str]:
+    """Run ``moldau ARGS`` to completion."""
+    return subprocess.run([sys.executable, "-m", "moldau", *args], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str,
+               pause: float = 0.5) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what} after {timeout} s"
+        time.sleep(pause)
+
+
+def write_plan(path: Path, topic: str, replicas: list[int]) -> str:
+    path.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": replicas}]}))
+    return str(path)
+
+
+def produce_values(bootstrap: str, topic: str, count: int, size: int) -> str:
+    """Write ``count`` random values of ``size`` bytes to partition 0 (acks=all, idempotent,
+    big batches); the SHA-256 of the values in order."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 20,
+                         "batch.size": 1000000, "message.max.bytes": 1000000,
+                         "queue.buffering.max.kbytes": 262144, "compression.type": "none"})
+    digest = hashlib.sha256()
+    failures: list[Any] = []
+    block = os.urandom(size * 4)
+    for i in range(count):
+        # distinct values without paying os.urandom per value: a random window + the index
+        start = (i * 7919) % (size * 3)
+        value = i.to_bytes(8, "big") + block[start:start + size - 8]
+        digest.update(value)
+        while True:
+            try:
+                producer.produce(topic, value, partition=0, on_delivery=lambda err, _m: (
+                    failures.append(err) if err else None))
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(TIMEOUT) == 0
+    assert failures == []
+    return digest.hexdigest()
+
+
+def read_digest(bootstrap: str, topic: str, count: int) -> str:
+    """The SHA-256 of the first ``count`` values of partition 0, read by offset."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "fetch.max.bytes": 16 << 20,
+                         "max.partition.fetch.bytes": 8 << 20})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    digest = hashlib.sha256()
+    expected = 0
+    deadline = time.monotonic() + TIMEOUT
+    try:
+        while expected < count:
+            assert time.monotonic() < deadline, f"read {expected} of {count} values"
+            for message in consumer.consume(200, timeout=1.0):
+                assert message.error() is None, message.error()
+                assert message.offset() == expected
+                digest.update(message.value())
+                expected += 1
+    finally:
+        consumer.close()
+    return digest.hexdigest()
+
+
+def assignment_znode(cluster: BrokerCluster, topic: str) -> dict[str, Any]:
+    data = cluster.read_json(f"/brokers/topics/{topic}")
+    assert isinstance(data, dict)
+    return data
+
+
+def create_topic(bootstrap: str, topic: str, replicas: str) -> None:
+    made = tool("topics", "-b", bootstrap, "--create", "--topic", topic,
+                "--replica-assignment", replicas)
+    assert made.returncode == 0, made.stderr
+
+
+@pytest.mark.slow
+def test_reassign_100_mib_from_1_2_3_to_2_3_4(cluster_factory: ClusterFactory,
+                                              tmp_path: Path) -> None:
+    cluster = cluster_factory(4)
+    bootstrap = cluster.bootstrap()
+    topic = f"move-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, "1:2:3")
+    wait_until(lambda: cluster.leaders(topic).get(0, -1) in (1, 2, 3), TIMEOUT, "no leader")
+
+    started = time.monotonic()
+    written = produce_values(bootstrap, topic, VALUES, VALUE_BYTES)
+    print(f"wrote {VALUES * VALUE_BYTES >> 20} MiB in {time.monotonic() - started:.1f} s")
+
+    # --generate proposes an assignment over 2,3,4 and changes nothing
+    topics_file = tmp_path / "topics.json"
+    topics_file.write_text(json.dumps({"topics": [{"topic": topic}], "version": 1}))
+    generated = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--generate",
+                     "--topics-to-move-json-file", str(topics_file), "--broker-list", "2,3,4")
+    assert generated.returncode == 0, generated.stderr
+    lines = generated.stdout.splitlines()
+    assert lines[0] == "Current partition replica assignment"
+    assert json.loads(lines[1]) == {"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [1, 2, 3],
+         "log_dirs": ["any", "any", "any"]}]}
+    assert lines[3] == "Proposed partition reassignment configuration"
+    [proposed] = json.loads(lines[4])["partitions"]
+    assert sorted(proposed["replicas"]) == [2, 3, 4]
+
+    plan = write_plan(tmp_path / "plan.json", topic, [2, 3, 4])
+    started = time.monotonic()
+    executed = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--execute",
+                    "--reassignment-json-file", plan)
+    assert executed.returncode == 0, executed.stderr
+    out = executed.stdout.splitlines()
+    assert out[0] == "Current partition replica assignment"
+    assert json.loads(out[2])["partitions"][0]["replicas"] == [1, 2, 3]
+    assert out[4] == "Save this to use as the --reassignment-json-file option during rollback"
+    assert out[5] == f"Successfully started partition reassignment for {topic}-0"
+
+    def verified() -> bool:
+        result = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--verify",
+                      "--reassignment-json-file", plan)
+        assert result.returncode == 0, result.stderr
+        status = result.stdout.splitlines()
+        assert status[0] == "Status of partition reassignment:"
+        assert status[1] in (f"Reassignment of partition {topic}-0 is completed.",
+                             f"Reassignment of partition {topic}-0 is still in progress."), status
+        return status[1].endswith("is completed.")
+
+    wait_until(verified, TIMEOUT, "the reassignment did not complete", pause=1.0)
+    print(f"moved in {time.monotonic() - started:.1f} s")
+
+    znode = assignment_znode(cluster, topic)
+    assert znode["partitions"] == {"0": [2, 3, 4]}
+    assert znode.get("adding_replicas", {}) == {} and znode.get("removing_replicas", {}) == {}
+    state = cluster.partition_state(topic, 0)
+    assert state is not None and state["leader"] in (2, 3, 4)
+    assert sorted(state["isr"]) == [2, 3, 4]
+    gone = cluster.broker(1).data_dir / f"{topic}-0"
+    wait_until(lambda: not gone.exists(), TIMEOUT, f"{gone} still exists")
+    for broker in (2, 3, 4):
+        assert (cluster.broker(broker).data_dir / f"{topic}-0").is_dir()
+
+    # every byte back, from the new replicas only (broker 1 is not a bootstrap server)
+    assert read_digest(cluster.bootstrap(ids=[2, 3, 4]), topic, VALUES) == written
