@@ -115,6 +115,12 @@ def assignment_znode(cluster: BrokerCluster, topic: str) -> dict[str, Any]:
     return data
 
 
+def log_bytes(cluster: BrokerCluster, broker: int, topic: str) -> int:
+    """Bytes of the ``.log`` segments of partition 0 on ``broker``."""
+    folder = cluster.broker(broker).data_dir / f"{topic}-0"
+    return sum(f.stat().st_size for f in folder.glob("*.log"))
+
+
 def create_topic(bootstrap: str, topic: str, replicas: str) -> None:
     made = tool("topics", "-b", bootstrap, "--create", "--topic", topic,
                 "--replica-assignment", replicas)
@@ -181,8 +187,9 @@ def test_reassign_100_mib_from_1_2_3_to_2_3_4(cluster_factory: ClusterFactory,
     assert sorted(state["isr"]) == [2, 3, 4]
     gone = cluster.broker(1).data_dir / f"{topic}-0"
     wait_until(lambda: not gone.exists(), TIMEOUT, f"{gone} still exists")
-    for broker in (2, 3, 4):
-        assert (cluster.broker(broker).data_dir / f"{topic}-0").is_dir()
+    # the new replica holds the same log bytes as the old ones
+    sizes = {b: log_bytes(cluster, b, topic) for b in (2, 3, 4)}
+    assert len(set(sizes.values())) == 1 and sizes[4] > VALUES * VALUE_BYTES, sizes
 
     # every byte back, from the new replicas only (broker 1 is not a bootstrap server)
     assert read_digest(cluster.bootstrap(ids=[2, 3, 4]), topic, VALUES) == written
