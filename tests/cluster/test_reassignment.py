@@ -193,3 +193,97 @@ def test_reassign_100_mib_from_1_2_3_to_2_3_4(cluster_factory: ClusterFactory,
 
     # every byte back, from the new replicas only (broker 1 is not a bootstrap server)
     assert read_digest(cluster.bootstrap(ids=[2, 3, 4]), topic, VALUES) == written
+
+
+def metadata_replicas(bootstrap: str, topic: str) -> list[int]:
+    """Partition 0's replicas as Metadata (confluent-kafka) shows them."""
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    return list(metadata.topics[topic].partitions[0].replicas)
+
+
+def test_cancel_and_a_controller_failover_mid_move(cluster_factory: ClusterFactory,
+                                                   tmp_path: Path) -> None:
+    """The state of a move is in ZooKeeper and Metadata while it lasts; ``--cancel`` puts the
+    old replicas back; a controller killed mid-move leaves it to the next one, which
+    completes it once the new replica caught up. kafka-python's admin client (a real
+    client) starts the move and lists it."""
+    from kafka import TopicPartition as KafkaTopicPartition
+    from kafka.admin import KafkaAdminClient
+
+    cluster = cluster_factory(4, settings={"zookeeper.session.timeout.ms": "10000"})
+    controller = cluster.wait_controller()
+    # x: the broker to add, not the controller; the controller leads and is moved off
+    x = max(b for b in (1, 2, 3, 4) if b != controller)
+    original = [controller, *sorted(b for b in (1, 2, 3, 4) if b not in (x, controller))]
+    target = [*original[1:], x]
+    topic = f"mid-{uuid.uuid4().hex[:6]}"
+    bootstrap = cluster.bootstrap()
+    create_topic(bootstrap, topic, ":".join(map(str, original)))
+    wait_until(lambda: cluster.leaders(topic).get(0) == controller, TIMEOUT, "no leader")
+    written = produce_values(bootstrap, topic, 80, VALUE_BYTES)  # 5 MiB
+    tp = KafkaTopicPartition(topic, 0)
+    plan = write_plan(tmp_path / "plan.json", topic, target)
+    survivors = cluster.bootstrap(ids=[b for b in (1, 2, 3, 4) if b != controller])
+    admin = KafkaAdminClient(bootstrap_servers=survivors, request_timeout_ms=30000)
+    try:
+        # x frozen: it cannot fetch, so the move stays in progress
+        cluster.sigstop(x)
+        try:
+            assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+            ongoing = admin.list_partition_reassignments()
+            assert ongoing == {tp: {"replicas": [*target, controller], "adding_replicas": [x],
+                                    "removing_replicas": [controller]}}, ongoing
+            znode = assignment_znode(cluster, topic)
+            assert znode["partitions"] == {"0": [*target, controller]}
+            assert znode["adding_replicas"] == {"0": [x]}
+            assert znode["removing_replicas"] == {"0": [controller]}
+            assert sorted(metadata_replicas(survivors, topic)) == [1, 2, 3, 4]
+
+            cancelled = tool("reassign-partitions", "-b", survivors, "--cancel",
+                             "--reassignment-json-file", plan)
+            assert cancelled.returncode == 0, cancelled.stderr
+            assert cancelled.stdout.strip() == (
+                f"Successfully cancelled partition reassignment for: {topic}-0")
+            assert admin.list_partition_reassignments() == {}
+            znode = assignment_znode(cluster, topic)
+            assert znode["partitions"] == {"0": original}
+            assert znode.get("adding_replicas", {}) == {}
+            again = tool("reassign-partitions", "-b", survivors, "--cancel",
+                         "--reassignment-json-file", plan)
+            assert again.stdout.strip() == (
+                "None of the specified partition reassignments are active.")
+            # cancelling nothing through the API: Kafka's NO_REASSIGNMENT_IN_PROGRESS
+            from kafka.errors import NoReassignmentInProgressError
+
+            assert admin.alter_partition_reassignments({tp: None}) == {
+                tp: NoReassignmentInProgressError}
+
+            assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
+            assert tp in admin.list_partition_reassignments()
+            cluster.kill9(controller)  # the controller and the partition's leader, mid-move
+        finally:
+            cluster.sigcont(x)
+    finally:
+        admin.close()
+    new_controller = cluster.wait_controller(timeout=TIMEOUT, not_in=[controller])
+    assert new_controller != controller
+
+    def completed() -> bool:
+        result = tool("reassign-partitions", "-b", survivors, "--verify",
+                      "--reassignment-json-file", plan)
+        return f"Reassignment of partition {topic}-0 is completed." in result.stdout
+
+    wait_until(completed, TIMEOUT, "the move did not complete after the failover", pause=1.0)
+    znode = assignment_znode(cluster, topic)
+    assert znode["partitions"] == {"0": target}
+    assert znode.get("adding_replicas", {}) == {} and znode.get("removing_replicas", {}) == {}
+    state = cluster.partition_state(topic, 0)
+    assert state is not None and state["leader"] in target and sorted(state["isr"]) == sorted(
+        target)
+    assert read_digest(survivors, topic, 80) == written
+    # the old controller comes back as a stranger to the partition and deletes its copy
+    cluster.restart(controller)
+    stale = cluster.broker(controller).data_dir / f"{topic}-0"
+    wait_until(lambda: not stale.exists(), TIMEOUT, f"{stale} still exists")
