@@ -207,10 +207,12 @@ def test_cancel_and_a_controller_failover_mid_move(cluster_factory: ClusterFacto
                                                    tmp_path: Path) -> None:
     """The state of a move is in ZooKeeper and Metadata while it lasts; ``--cancel`` puts the
     old replicas back; a controller killed mid-move leaves it to the next one, which
-    completes it once the new replica caught up. kafka-python's admin client (a real
-    client) starts the move and lists it."""
+    completes it once the new replica caught up. kafka-python's admin client (a real client)
+    gets Kafka's errors and lists the reassignments (none once done); the old controller,
+    restarted, deletes its copy of the partition it no longer holds."""
     from kafka import TopicPartition as KafkaTopicPartition
     from kafka.admin import KafkaAdminClient
+    from kafka.errors import NoReassignmentInProgressError, UnknownTopicOrPartitionError
 
     cluster = cluster_factory(4, settings={"zookeeper.session.timeout.ms": "10000"})
     controller = cluster.wait_controller()
@@ -225,48 +227,50 @@ def test_cancel_and_a_controller_failover_mid_move(cluster_factory: ClusterFacto
     written = produce_values(bootstrap, topic, 80, VALUE_BYTES)  # 5 MiB
     tp = KafkaTopicPartition(topic, 0)
     plan = write_plan(tmp_path / "plan.json", topic, target)
-    survivors = cluster.bootstrap(ids=[b for b in (1, 2, 3, 4) if b != controller])
-    admin = KafkaAdminClient(bootstrap_servers=survivors, request_timeout_ms=30000)
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
     try:
-        # x frozen: it cannot fetch, so the move stays in progress
-        cluster.sigstop(x)
-        try:
-            assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
-            ongoing = admin.list_partition_reassignments()
-            assert ongoing == {tp: {"replicas": [*target, controller], "adding_replicas": [x],
-                                    "removing_replicas": [controller]}}, ongoing
-            znode = assignment_znode(cluster, topic)
-            assert znode["partitions"] == {"0": [*target, controller]}
-            assert znode["adding_replicas"] == {"0": [x]}
-            assert znode["removing_replicas"] == {"0": [controller]}
-            assert sorted(metadata_replicas(survivors, topic)) == [1, 2, 3, 4]
-
-            cancelled = tool("reassign-partitions", "-b", survivors, "--cancel",
-                             "--reassignment-json-file", plan)
-            assert cancelled.returncode == 0, cancelled.stderr
-            assert cancelled.stdout.strip() == (
-                f"Successfully cancelled partition reassignment for: {topic}-0")
-            assert admin.list_partition_reassignments() == {}
-            znode = assignment_znode(cluster, topic)
-            assert znode["partitions"] == {"0": original}
-            assert znode.get("adding_replicas", {}) == {}
-            again = tool("reassign-partitions", "-b", survivors, "--cancel",
-                         "--reassignment-json-file", plan)
-            assert again.stdout.strip() == (
-                "None of the specified partition reassignments are active.")
-            # cancelling nothing through the API: Kafka's NO_REASSIGNMENT_IN_PROGRESS
-            from kafka.errors import NoReassignmentInProgressError
-
-            assert admin.alter_partition_reassignments({tp: None}) == {
-                tp: NoReassignmentInProgressError}
-
-            assert admin.alter_partition_reassignments({tp: target}) == {tp: None}
-            assert tp in admin.list_partition_reassignments()
-            cluster.kill9(controller)  # the controller and the partition's leader, mid-move
-        finally:
-            cluster.sigcont(x)
+        assert admin.alter_partition_reassignments({tp: None}) == {
+            tp: NoReassignmentInProgressError}
+        assert admin.alter_partition_reassignments({KafkaTopicPartition(topic, 5): [1]}) == {
+            KafkaTopicPartition(topic, 5): UnknownTopicOrPartitionError}
+        assert admin.list_partition_reassignments() == {}
     finally:
         admin.close()
+
+    # x frozen: it cannot fetch, so the move stays in progress. Only the moldau tool runs
+    # meanwhile, bootstrapped away from x (a client that picked x would wait on it).
+    others = cluster.bootstrap(ids=[b for b in (1, 2, 3, 4) if b != x])
+
+    def run(action: str) -> list[str]:
+        result = tool("reassign-partitions", "-b", others, f"--{action}",
+                      "--reassignment-json-file", plan)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.splitlines()
+
+    cluster.sigstop(x)
+    try:
+        assert run("execute")[-1] == f"Successfully started partition reassignment for {topic}-0"
+        assert run("verify")[1] == f"Reassignment of partition {topic}-0 is still in progress."
+        znode = assignment_znode(cluster, topic)
+        assert znode["partitions"] == {"0": [*target, controller]}
+        assert znode["adding_replicas"] == {"0": [x]}
+        assert znode["removing_replicas"] == {"0": [controller]}
+
+        assert run("cancel") == [f"Successfully cancelled partition reassignment for: {topic}-0"]
+        # the replicas less those being added, in the order of the union (as Kafka's
+        # revert does); the leader did not move
+        znode = assignment_znode(cluster, topic)
+        assert sorted(znode["partitions"]["0"]) == sorted(original)
+        assert znode.get("adding_replicas", {}) == {}
+        assert cluster.leaders(topic)[0] == controller
+        assert run("cancel") == ["None of the specified partition reassignments are active."]
+
+        run("execute")
+        cluster.kill9(controller)  # the controller and the partition's leader, mid-move
+    finally:
+        cluster.sigcont(x)
+    survivors = cluster.bootstrap(ids=target)
     new_controller = cluster.wait_controller(timeout=TIMEOUT, not_in=[controller])
     assert new_controller != controller
 
@@ -280,9 +284,15 @@ def test_cancel_and_a_controller_failover_mid_move(cluster_factory: ClusterFacto
     assert znode["partitions"] == {"0": target}
     assert znode.get("adding_replicas", {}) == {} and znode.get("removing_replicas", {}) == {}
     state = cluster.partition_state(topic, 0)
-    assert state is not None and state["leader"] in target and sorted(state["isr"]) == sorted(
-        target)
+    assert state is not None and state["leader"] in target
+    assert sorted(state["isr"]) == sorted(target)
+    assert sorted(metadata_replicas(survivors, topic)) == sorted(target)
     assert read_digest(survivors, topic, 80) == written
+    admin = KafkaAdminClient(bootstrap_servers=survivors, request_timeout_ms=30000)
+    try:
+        assert admin.list_partition_reassignments() == {}
+    finally:
+        admin.close()
     # the old controller comes back as a stranger to the partition and deletes its copy
     cluster.restart(controller)
     stale = cluster.broker(controller).data_dir / f"{topic}-0"
