@@ -10,6 +10,7 @@ broker 1 no longer holds the partition's directory, and the leader is one of {2,
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -23,7 +24,10 @@ from typing import Any
 
 import pytest
 
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.testing.cluster import BrokerCluster
+from moldau.wire.connection import BrokerConnection
 
 from .conftest import ClusterFactory
 
@@ -115,6 +119,22 @@ def assignment_znode(cluster: BrokerCluster, topic: str) -> dict[str, Any]:
     return data
 
 
+async def forwarded(address: str, topic: str) -> tuple[Any, Any]:
+    """ListPartitionReassignments and a cancellation of ``topic``-0, sent to ``address``."""
+    host, port = address.rsplit(":", 1)
+    conn = BrokerConnection(host, int(port))
+    await conn.connect()
+    try:
+        listed = await conn.request(ApiKey.LIST_PARTITION_REASSIGNMENTS,
+                                    {"timeout": 30000, "topics": None})
+        cancelled = await conn.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
+            "timeout": 30000, "topics": [
+                {"name": topic, "partitions": [{"partition_index": 0, "replicas": None}]}]})
+    finally:
+        conn.close()
+    return listed, cancelled
+
+
 def log_bytes(cluster: BrokerCluster, broker: int, topic: str) -> int:
     """Bytes of the ``.log`` segments of partition 0 on ``broker``."""
     folder = cluster.broker(broker).data_dir / f"{topic}-0"
@@ -193,6 +213,15 @@ def test_reassign_100_mib_from_1_2_3_to_2_3_4(cluster_factory: ClusterFactory,
 
     # every byte back, from the new replicas only (broker 1 is not a bootstrap server)
     assert read_digest(cluster.bootstrap(ids=[2, 3, 4]), topic, VALUES) == written
+
+    # a broker that is not the controller forwards both APIs, Kafka's codes coming back
+    controller = cluster.wait_controller()
+    other = next(b for b in (1, 2, 3, 4) if b != controller)
+    listed, cancelled = asyncio.run(forwarded(cluster.bootstrap(ids=[other]), topic))
+    assert (listed.error_code, listed.topics) == (0, ())
+    assert cancelled.error_code == 0
+    [[answer]] = [t.partitions for t in cancelled.responses]
+    assert answer.error_code == ErrorCode.no_reassignment_in_progress
 
 
 def metadata_replicas(bootstrap: str, topic: str) -> list[int]:
