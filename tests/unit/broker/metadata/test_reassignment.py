@@ -190,3 +190,19 @@ def test_cancel_puts_back_the_in_sync_original_replicas_at_once() -> None:
         assert (sorted(p.replicas), p.leader, p.reassigning) == ([1, 2, 3], 1, False)
 
     asyncio.run(run())
+
+
+def test_records_carry_the_move_and_old_records_still_decode() -> None:
+    from moldau.broker.metadata.records import decode_record
+
+    plain = PartitionRecord(T, 0, [1, 2], [1, 2], 1)
+    # no reassignment: the encoding is what it was before reassignments existed
+    assert b"adding" not in plain.encode()
+    old = (b'{"type":"PartitionRecord","v":0,"topic_id":"' + str(T).encode()
+           + b'","partition_id":0,"replicas":[1,2],"isr":[1,2],"leader":1,'
+           b'"leader_epoch":0,"partition_epoch":0}')
+    assert decode_record(old) == plain
+    for record in (PartitionRecord(T, 0, [1, 2], [1], 1, 0, 0, [2], []),
+                   PartitionChangeRecord(T, 0, isr=[1]),
+                   PartitionChangeRecord(T, 0, adding_replicas=[], removing_replicas=[])):
+        assert decode_record(record.encode()) == record
