@@ -289,6 +289,13 @@ def test_cancel_and_a_controller_failover_mid_move(cluster_factory: ClusterFacto
         assert znode["adding_replicas"] == {"0": [x]}
         assert znode["removing_replicas"] == {"0": [controller]}
 
+        def described() -> bool:
+            result = tool("topics", "-b", others, "--describe", "--topic", topic)
+            return (f"\tReplicas: {','.join(map(str, [*target, controller]))}\t" in result.stdout
+                    and f"\tAdding Replicas: {x}\tRemoving Replicas: {controller}"
+                    in result.stdout)
+
+        wait_until(described, 10, "moldau topics --describe does not show the move")
         assert run("cancel") == [f"Successfully cancelled partition reassignment for: {topic}-0"]
         # the replicas less those being added, in the order of the union (as Kafka's
         # revert does); the leader did not move
