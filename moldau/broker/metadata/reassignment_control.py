@@ -8,6 +8,7 @@ against the image the previous one left; the records go through the controller's
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -28,6 +29,9 @@ from .validation import Problem
 
 log = logging.getLogger(__name__)
 
+#: Seconds before a completion that failed (a store error) is tried again.
+COMPLETION_RETRY_S = 1.0
+
 
 class ReassignmentControl:
     """Reassignment operations of the :class:`~.controller.Controller` (which provides the
@@ -47,8 +51,23 @@ class ReassignmentControl:
         problem = await self._try_commit(records)
         if problem is not None:
             log.warning("completing %d reassignment(s) failed: %s", len(records), problem[1])
+            # No other ISR change may come to trigger it again: retry soon. A deposed
+            # controller leaves it to the next one, which completes moves when elected.
+            if problem[0] != ErrorCode.not_controller:
+                self._retry_completion()
         elif records:
             log.info("controller: completed the reassignment of %d partition(s)", len(records))
+
+    def _retry_completion(self) -> None:
+        if getattr(self, "_completion_retry", None) is not None:
+            return
+
+        async def retry() -> None:
+            await asyncio.sleep(COMPLETION_RETRY_S)
+            self._completion_retry = None
+            await self.complete_reassignments()
+
+        self._completion_retry: asyncio.Task[None] | None = asyncio.ensure_future(retry())
 
     async def complete_reassignments(self) -> None:
         """Complete every reassignment whose target replicas are all in the ISR (run after a

@@ -26,7 +26,7 @@ from moldau.broker.metadata.records import (
     PartitionRecord,
     TopicRecord,
 )
-from moldau.protocol.errors import ErrorCode
+from moldau.protocol.errors import ErrorCode, KafkaError
 
 T = uuid.UUID("11111111-2222-3333-4444-555555555555")
 ALL = {1, 2, 3, 4, 5}
@@ -110,8 +110,12 @@ def test_listing_shows_partitions_in_progress_only() -> None:
 class Store:
     def __init__(self) -> None:
         self.batches: list[list[MetadataRecord]] = []
+        self.failures = 0  # appends to refuse, as a store that lost ZooKeeper does
 
     async def append(self, records: Sequence[MetadataRecord]) -> int:
+        if self.failures:
+            self.failures -= 1
+            raise KafkaError(ErrorCode.unknown_server_error, "ZooKeeper is unreachable")
         self.batches.append(list(records))
         return sum(len(b) for b in self.batches) - 1
 
@@ -206,3 +210,33 @@ def test_records_carry_the_move_and_old_records_still_decode() -> None:
                    PartitionChangeRecord(T, 0, isr=[1]),
                    PartitionChangeRecord(T, 0, adding_replicas=[], removing_replicas=[])):
         assert decode_record(record.encode()) == record
+
+
+def test_a_completion_the_store_refused_is_tried_again(monkeypatch) -> None:
+    monkeypatch.setattr("moldau.broker.metadata.reassignment_control.COMPLETION_RETRY_S", 0.05)
+
+    async def run() -> None:
+        controller, store = await _controller()
+        await controller.alter_partition_reassignments([ReassignmentRequest("t", 0, (2, 3, 4))])
+        p = controller.image.topics_by_id[T].partitions[0]
+        # the ISR change is written; the completion that follows is refused once
+        real_append = store.append
+
+        async def append(records: Sequence[MetadataRecord]) -> int:
+            if any(getattr(r, "adding_replicas", None) == [] for r in records):
+                store.failures, append.failed = 1, True  # type: ignore[attr-defined]
+                store.append = real_append  # type: ignore[method-assign]
+            return await real_append(records)
+
+        store.append = append  # type: ignore[method-assign]
+        await controller.alter_partition(1, [IsrChange(
+            T, 0, p.leader_epoch, p.partition_epoch, (1, 2, 3, 4))])
+        assert controller.image.topics_by_id[T].partitions[0].reassigning
+        for _ in range(100):
+            if not controller.image.topics_by_id[T].partitions[0].reassigning:
+                break
+            await asyncio.sleep(0.02)
+        p = controller.image.topics_by_id[T].partitions[0]
+        assert (p.replicas, p.leader, p.reassigning) == ([2, 3, 4], 2, False)
+
+    asyncio.run(run())
