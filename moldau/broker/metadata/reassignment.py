@@ -21,9 +21,10 @@ there, so a controller elected mid-move carries on):
 
 A new target for a partition already being reassigned starts over from its original
 replicas (replicas - adding); the replicas that were being added and are no longer wanted
-are dropped at once (out of the ISR too). Cancelling (null target) is a reassignment back to
-the original replicas: it completes at once when they are all in the ISR (the usual case),
-else when they catch up. Cancelling a partition that is not being reassigned answers
+are dropped at once (out of the ISR too). Cancelling (null target) is a new target equal to
+the original replicas: nothing is left to add or remove, so the partition is back on them at
+once (Kafka's revert; their order is the union's, so it may differ from the original one).
+Cancelling a partition that is not being reassigned answers
 NO_REASSIGNMENT_IN_PROGRESS; a target that is empty, repeats a broker, or names a broker
 that is not registered (or is fenced) answers INVALID_REPLICA_ASSIGNMENT; an unknown topic or
 partition UNKNOWN_TOPIC_OR_PARTITION.
