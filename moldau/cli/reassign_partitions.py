@@ -16,8 +16,10 @@ rack-unaware placement over ``--broker-list``) and changes nothing; ``--execute`
 current assignment (save it to roll back) and starts the reassignment
 (AlterPartitionReassignments); ``--verify`` says for each partition whether its reassignment
 "is completed" or "is still in progress" (ListPartitionReassignments); ``--cancel`` cancels
-those still in progress. Left out: ``--throttle`` (Moldau has no replication throttles yet)
-and ``--reassignment-json-file`` log dirs other than ``any``.
+those still in progress; ``--list`` lists every reassignment in progress. Left out:
+``--throttle`` (Moldau has no replication throttles yet), ``--reassignment-json-file`` log
+dirs other than ``any``, and racks in ``--generate``'s proposal (it is Kafka's rack-unaware
+placement, as with ``--disable-rack-aware``).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                          help="whether the reassignment of --reassignment-json-file is done")
     actions.add_argument("--cancel", action="store_true",
                          help="cancel the reassignments of --reassignment-json-file in progress")
+    actions.add_argument("--list", action="store_true",
+                         help="list the reassignments in progress")
     parser.add_argument("--topics-to-move-json-file", metavar="FILE",
                         help='topics to move, e.g. {"topics":[{"topic":"orders"}],"version":1}')
     parser.add_argument("--broker-list", metavar="ID,ID,...",
@@ -68,6 +72,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.add_argument("--reassignment-json-file", metavar="FILE",
                         help='the plan: {"version":1,"partitions":[{"topic":"orders",'
                              '"partition":0,"replicas":[2,3,4]}]}')
+    parser.add_argument("--disable-rack-aware", action="store_true",
+                        help="with --generate: ignore racks (the proposal ignores them anyway)")
     parser.add_argument("--additional", action="store_true",
                         help="with --execute: start although other reassignments are in "
                              "progress")
@@ -299,9 +305,30 @@ async def _cancel(admin: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def reassignments_text(ongoing: Mapping[TopicPartition, Any]) -> str:
+    """kafka-reassign-partitions.sh's ``--list`` text."""
+    if not ongoing:
+        return "No partition reassignments found."
+    lines = ["Current partition reassignments:"]
+    for tp in sorted(ongoing):
+        move = ongoing[tp]
+        line = f"{_name(tp)}: replicas: {','.join(map(str, move.replicas))}."
+        if move.adding_replicas:
+            line += f" adding: {','.join(map(str, move.adding_replicas))}."
+        if move.removing_replicas:
+            line += f" removing: {','.join(map(str, move.removing_replicas))}."
+        lines.append(line)
+    return "\n".join(lines)
+
+
+async def _list(admin: AdminClient, args: argparse.Namespace) -> int:
+    print(reassignments_text(await admin.list_partition_reassignments()))
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     return run_admin_action(
         args, {"generate": _generate, "execute": _execute, "verify": _verify,
-               "cancel": _cancel},
+               "cancel": _cancel, "list": _list},
         client_id="reassign-partitions-tool", name="moldau reassign-partitions",
         error_prefix="moldau reassign-partitions")

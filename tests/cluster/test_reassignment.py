@@ -214,6 +214,9 @@ def test_reassign_100_mib_from_1_2_3_to_2_3_4(cluster_factory: ClusterFactory,
     # every byte back, from the new replicas only (broker 1 is not a bootstrap server)
     assert read_digest(cluster.bootstrap(ids=[2, 3, 4]), topic, VALUES) == written
 
+    listed = tool("reassign-partitions", "--bootstrap-server", bootstrap, "--list")
+    assert listed.stdout == "No partition reassignments found.\n", listed.stderr
+
     # a broker that is not the controller forwards both APIs, Kafka's codes coming back
     controller = cluster.wait_controller()
     other = next(b for b in (1, 2, 3, 4) if b != controller)

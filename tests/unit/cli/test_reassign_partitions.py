@@ -19,6 +19,7 @@ from moldau.cli.reassign_partitions import (
     parse_reassignment,
     parse_topics_to_move,
     propose,
+    reassignments_text,
 )
 from moldau.cli.topics import describe_lines
 from moldau.client import PartitionReassignment, TopicInfo
@@ -87,3 +88,13 @@ def test_describe_shows_a_partition_being_moved() -> None:
     # the replica being added is not "missing" from the ISR
     under = argparse.Namespace(**{**vars(args), "under_replicated_partitions": True})
     assert describe_lines(info, {}, under, {1, 2, 3, 4}, moves) == []
+
+
+def test_list_prints_kafkas_lines() -> None:
+    assert reassignments_text({}) == "No partition reassignments found."
+    assert reassignments_text({
+        TopicPartition("t", 1): PartitionReassignment((2, 3, 1), (), (1,)),
+        TopicPartition("t", 0): PartitionReassignment((2, 3, 4, 1), (4,), (1,))}) == (
+        "Current partition reassignments:\n"
+        "t-0: replicas: 2,3,4,1. adding: 4. removing: 1.\n"
+        "t-1: replicas: 2,3,1. removing: 1.")
