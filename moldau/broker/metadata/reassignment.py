@@ -26,8 +26,9 @@ the original replicas: nothing is left to add or remove, so the partition is bac
 once (Kafka's revert; their order is the union's, so it may differ from the original one).
 Cancelling a partition that is not being reassigned answers
 NO_REASSIGNMENT_IN_PROGRESS; a target that is empty, repeats a broker, or names a broker
-that is not registered (or is fenced) answers INVALID_REPLICA_ASSIGNMENT; an unknown topic or
-partition UNKNOWN_TOPIC_OR_PARTITION.
+that is not registered (or is fenced) answers INVALID_REPLICA_ASSIGNMENT, as does a target
+(or cancellation) that would drop every in-sync replica (possible only when all of them are
+replicas being added); an unknown topic or partition UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -120,13 +121,18 @@ def start_reassignment(topic_id: uuid.UUID, partition: int, state: PartitionStat
     removing = [r for r in original if r not in target]
     # Replicas that were being added for an earlier target and are no longer wanted go now.
     isr = [b for b in state.isr if b in full]
+    if not isr:
+        # Only replicas that would go hold the data now: dropping them would lose it.
+        return (ErrorCode.invalid_replica_assignment,
+                f"Partition {partition}'s in-sync replicas {state.isr} are all replicas being "
+                f"added that the new target {target} leaves out; include one of them.")
     leader = state.leader
     if leader not in full:
         leader = _leader_among(full, isr, NO_LEADER, eligible)
     return PartitionChangeRecord(
         topic_id, partition,
         leader=leader if leader != state.leader else None,
-        isr=(isr or list(state.isr)) if isr != state.isr else None,
+        isr=isr if isr != state.isr else None,
         replicas=full if full != state.replicas else None,
         adding_replicas=adding, removing_replicas=removing)
 
@@ -180,9 +186,9 @@ def plan_reassignments(image: MetadataImage, requests: Sequence[ReassignmentRequ
             if isinstance(outcome, PartitionChangeRecord):
                 records.append(outcome)
             elif outcome is not None:
-                code, _message = outcome
-                problem = (code, f"Partition {where} has no reassignment in progress to "
-                                 f"cancel.")
+                code, message = outcome
+                problem = (code, f"Partition {where} has no reassignment in progress to cancel."
+                           if code == ErrorCode.no_reassignment_in_progress else message)
         problems.append(problem)
     return problems, records
 

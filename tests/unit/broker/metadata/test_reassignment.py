@@ -61,6 +61,14 @@ def test_a_new_target_starts_over_from_the_original_replicas() -> None:
     assert isinstance(change, PartitionChangeRecord) and change.isr == [1, 2, 3]
 
 
+def test_a_target_that_drops_every_in_sync_replica_is_refused() -> None:
+    # 1 died and 4 (being added) was elected uncleanly: only 4 holds the data now
+    moving = state([2, 3, 4, 1], isr=[4], leader=4, adding=[4], removing=[1])
+    refused = start_reassignment(T, 0, moving, [2, 3, 5], ALL)
+    assert isinstance(refused, tuple) and refused[0] == ErrorCode.invalid_replica_assignment
+    assert "include one of them" in str(refused[1])
+
+
 def test_cancel_goes_back_to_the_original_replicas_or_is_refused() -> None:
     moving = state([2, 3, 4, 1], isr=[1, 2, 3], adding=[4], removing=[1])
     # 4, being added, goes at once (Kafka stops the replicas a new target leaves out)
