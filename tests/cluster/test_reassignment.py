@@ -338,3 +338,26 @@ def test_cancel_and_a_controller_failover_mid_move(cluster_factory: ClusterFacto
     cluster.restart(controller)
     stale = cluster.broker(controller).data_dir / f"{topic}-0"
     wait_until(lambda: not stale.exists(), TIMEOUT, f"{stale} still exists")
+
+
+def test_the_pre_2_4_znode_way(cluster_factory: ClusterFactory) -> None:
+    """An old tool writes ``/admin/reassign_partitions``: the controller moves the partition
+    and deletes the znode when done; a znode not in Kafka's format is deleted too."""
+    cluster = cluster_factory(3)
+    bootstrap = cluster.bootstrap()
+    topic = f"old-{uuid.uuid4().hex[:6]}"
+    create_topic(bootstrap, topic, "1:2")
+    wait_until(lambda: cluster.leaders(topic).get(0) == 1, TIMEOUT, "no leader")
+    written = produce_values(bootstrap, topic, 40, VALUE_BYTES)
+    zk = cluster.kazoo()
+    zk.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": 0, "replicas": [3, 2]}]}).encode(), makepath=True)
+    wait_until(lambda: zk.exists("/admin/reassign_partitions") is None, TIMEOUT,
+               "/admin/reassign_partitions was not deleted")
+    assert assignment_znode(cluster, topic)["partitions"] == {"0": [3, 2]}
+    state = cluster.partition_state(topic, 0)
+    assert state is not None and state["leader"] in (2, 3)
+    assert read_digest(cluster.bootstrap(ids=[2, 3]), topic, 40) == written
+    zk.create("/admin/reassign_partitions", b"not json")
+    wait_until(lambda: zk.exists("/admin/reassign_partitions") is None, TIMEOUT,
+               "a malformed /admin/reassign_partitions was not deleted")
