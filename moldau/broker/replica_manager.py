@@ -342,7 +342,11 @@ class ReplicaManager:
             raw_config = effective_topic_config(image, self.config, name)
             for index, state in topic.partitions.items():
                 if self.node_id not in state.replicas:
-                    if (name, index) in self.partitions or (name, index) in self.offline:
+                    # Also a log loaded at start-up that the metadata no longer places here
+                    # (reassigned away while this broker was down): a stray, deleted as
+                    # KRaft brokers delete strays.
+                    if (name, index) in self.partitions or (name, index) in self.offline \
+                            or self.log_manager.get_log(name, index) is not None:
                         self._stop_replica(name, index)
                     continue
                 states.append((name, index, topic.topic_id, config, raw_config, state))
@@ -416,8 +420,8 @@ class ReplicaManager:
         self.offline.pop((name, index), None)
         partition = self.partitions.pop((name, index), None)
         if partition is not None:
-            self.log_manager.delete_log(name, index)
             self.purgatory.notify((name, index))
+        if self.log_manager.delete_log(name, index):
             log.info("deleted the log of %s-%d: this broker is no longer one of its replicas",
                      name, index)
 

@@ -20,9 +20,19 @@ import argparse
 import base64
 import re
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-from moldau.client import AdminClient, BrokerError, ConfigResource, NewTopic, TopicInfo
+from moldau.client import (
+    AdminClient,
+    BrokerError,
+    ConfigResource,
+    NewTopic,
+    PartitionInfo,
+    PartitionReassignment,
+    TopicInfo,
+    UnsupportedVersionError,
+)
 from moldau.protocol.errors import ErrorCode
 
 from .common import (
@@ -212,8 +222,13 @@ def _ids(nodes: tuple[int, ...] | list[int]) -> str:
 
 
 def describe_lines(info: TopicInfo, configs: dict[str, Any], args: argparse.Namespace,
-                   live_brokers: set[int]) -> list[str]:
-    """Kafka's describe output for one topic: a topic line, then one line per partition."""
+                   live_brokers: set[int],
+                   moves: Mapping[int, PartitionReassignment] | None = None) -> list[str]:
+    """Kafka's describe output for one topic: a topic line, then one line per partition.
+    ``moves`` are the partitions being reassigned: as Kafka's TopicCommand, their lines add
+    ``Adding Replicas``/``Removing Replicas``, and the replicas being added count neither in
+    the replication factor nor as missing from the ISR."""
+    moves = moves or {}
     partitions = [info.partitions[p] for p in sorted(info.partitions)]
     overrides = [(name, e.value) for name, e in sorted(configs.items()) if not e.is_default]
     reports = [r for r in _REPORTS if getattr(args, r)]
@@ -223,7 +238,7 @@ def describe_lines(info: TopicInfo, configs: dict[str, Any], args: argparse.Name
         if info.topic_id is not None:
             line += f"\tTopicId: {_topic_id(info.topic_id)}"
         line += (f"\tPartitionCount: {len(partitions)}"
-                 f"\tReplicationFactor: {len(partitions[0].replicas)}"
+                 f"\tReplicationFactor: {_factor(partitions[0], moves)}"
                  f"\tConfigs: {','.join(f'{k}={v}' for k, v in overrides)}")
         lines.append(line)
     if args.topics_with_overrides:
@@ -233,7 +248,7 @@ def describe_lines(info: TopicInfo, configs: dict[str, Any], args: argparse.Name
     for p in partitions:
         has_leader = p.leader >= 0
         wanted = not reports or any((
-            args.under_replicated_partitions and len(p.replicas) > len(p.isr),
+            args.under_replicated_partitions and _factor(p, moves) > len(p.isr),
             args.unavailable_partitions and (not has_leader or p.leader not in live_brokers),
             args.under_min_isr_partitions and (not has_leader or len(p.isr) < min_isr),
             args.at_min_isr_partitions and len(p.isr) == min_isr,
@@ -242,8 +257,20 @@ def describe_lines(info: TopicInfo, configs: dict[str, Any], args: argparse.Name
             lines.append(f"\tTopic: {info.name}\tPartition: {p.partition}"
                          f"\tLeader: {p.leader if has_leader else 'none'}"
                          f"\tReplicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}"
-                         + _offline(p.offline_replicas))
+                         + _offline(p.offline_replicas) + _moving(moves.get(p.partition)))
     return lines
+
+
+def _factor(p: PartitionInfo, moves: Mapping[int, PartitionReassignment]) -> int:
+    move = moves.get(p.partition)
+    return len(p.replicas) - (len(move.adding_replicas) if move is not None else 0)
+
+
+def _moving(move: PartitionReassignment | None) -> str:
+    if move is None:
+        return ""
+    return (f"\tAdding Replicas: {_ids(move.adding_replicas)}"
+            f"\tRemoving Replicas: {_ids(move.removing_replicas)}")
 
 
 def _offline(replicas: tuple[int, ...]) -> str:
@@ -303,13 +330,24 @@ async def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
         return 0
     configs = await admin.describe_configs([ConfigResource.topic(n) for n in names])
     live = {b.node_id for b in (await admin.describe_cluster()).brokers}
+    moves = await _reassignments(admin)
     out: list[str] = []
     for name in names:
+        mine = {tp.partition: m for tp, m in moves.items() if tp.topic == name}
         out.extend(describe_lines(infos[name], configs.get(ConfigResource.topic(name), {}),
-                                  args, live))
+                                  args, live, mine))
     if out:
         sys.stdout.write("\n".join(out) + "\n")
     return 0
+
+
+async def _reassignments(admin: AdminClient) -> dict[Any, PartitionReassignment]:
+    """The reassignments in progress; none from a broker without ListPartitionReassignments
+    (as Kafka's TopicCommand, which then describes without them)."""
+    try:
+        return await admin.list_partition_reassignments()
+    except (BrokerError, UnsupportedVersionError):
+        return {}
 
 
 async def _alter(admin: AdminClient, args: argparse.Namespace) -> int:

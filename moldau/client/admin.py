@@ -28,6 +28,7 @@ from .admin_types import (
     LogDirDescription,
     NewTopic,
     PartitionLag,
+    PartitionReassignment,
     ReplicaLogInfo,
     ResourceType,
 )
@@ -454,6 +455,67 @@ class AdminClient:
                     int(getattr(result, "usable_bytes", -1)))
             out[node] = dirs
         return out
+
+    # --- reassignments (KIP-455) -----------------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Iterable[int] | None], *,
+        raise_errors: bool = True,
+    ) -> dict[TopicPartition, BrokerError | None]:
+        """Reassign partitions to the given replicas (None cancels the reassignment in
+        progress); ``{partition: None}`` for each one the controller accepted."""
+        wanted = {tp: None if r is None else list(r) for tp, r in targets.items()}
+        by_topic: dict[str, list[TopicPartition]] = {}
+        for tp in wanted:
+            by_topic.setdefault(tp.topic, []).append(tp)
+
+        async def send() -> Any:
+            key = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+            r = await self.cluster.request(self._controller(), key, {
+                "timeout": self.config["request.timeout.ms"], "topics": [
+                    {"name": topic, "partitions": [
+                        {"partition_index": tp.partition, "replicas": wanted[tp]}
+                        for tp in tps]} for topic, tps in by_topic.items()]})
+            if r.error_code:
+                raise BrokerError(r.error_code, r.error_message or "",
+                                  "AlterPartitionReassignments")
+            return r
+
+        response = await self._retrying("AlterPartitionReassignments", send)
+        results: dict[TopicPartition, BrokerError | None] = {}
+        for t in response.responses:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                results[tp] = (BrokerError(p.error_code, p.error_message or "",
+                                           f"reassignment of {tp.topic}-{tp.partition}")
+                               if p.error_code else None)
+        return self._collect("alter_partition_reassignments", results, raise_errors)
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments in progress: of every partition, or of the given ones."""
+        topics: dict[str, list[int]] | None = None
+        if partitions is not None:
+            topics = {}
+            for tp in partitions:
+                topics.setdefault(tp.topic, []).append(tp.partition)
+
+        async def send() -> Any:
+            key = ApiKey.LIST_PARTITION_REASSIGNMENTS
+            r = await self.cluster.request(self._controller(), key, {
+                "timeout": self.config["request.timeout.ms"],
+                "topics": None if topics is None else [
+                    {"name": n, "partition_indexes": ps} for n, ps in topics.items()]})
+            if r.error_code:
+                raise BrokerError(r.error_code, r.error_message or "",
+                                  "ListPartitionReassignments")
+            return r
+
+        response = await self._retrying("ListPartitionReassignments", send)
+        return {TopicPartition(t.name, p.partition_index): PartitionReassignment(
+                    tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in response.topics for p in t.partitions}
 
     # --- consumer groups (moldau.client.group.admin_ops) ---------------------------------
 

@@ -179,6 +179,16 @@ class ReplicaLogInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A reassignment in progress (ListPartitionReassignments, KIP-455): the partition's
+    replicas (old and target while it lasts), those being added and those being removed."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class LogDirDescription:
     """One log dir of one broker: its path, the error the broker reports for it (None when
     healthy), the replicas in it, and the file system's total and usable bytes (-1: not

@@ -24,6 +24,7 @@ from typing import Protocol
 
 from ...protocol.errors import ErrorCode
 from .isr_change import IsrChange, IsrChangeResult
+from .reassignment import OngoingReassignment, ReassignmentRequest
 
 # A block of producer ids, as Kafka's controller hands them out (ProducerIdsBlock.PRODUCER_ID_
 # BLOCK_SIZE).
@@ -96,4 +97,17 @@ class ControllerChannel(Protocol):
                               ) -> list[IsrChangeResult]:
         """ISR changes of partitions ``broker_id`` leads (AlterPartition); one result per
         change, in order."""
+        ...
+
+    async def alter_partition_reassignments(self, requests: Sequence[ReassignmentRequest]
+                                            ) -> list[Outcome]:
+        """Start, redirect or cancel (target None) partition reassignments (KIP-455); one
+        outcome per request, in order."""
+        ...
+
+    async def list_partition_reassignments(
+            self, wanted: Sequence[tuple[str, Sequence[int]]] | None = None
+    ) -> list[OngoingReassignment]:
+        """The reassignments in progress (all, or of the named topics' partitions); raises
+        KafkaError when the controller cannot be asked."""
         ...

@@ -30,6 +30,7 @@ from .configs import validate_broker_changes
 from .image import MetadataImage
 from .isr_change import IsrChange, IsrChangeResult, partition_state_of, plan_isr_changes
 from .log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC
+from .reassignment_control import ReassignmentControl
 from .records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -94,7 +95,7 @@ def batch_size(records: Sequence[MetadataRecord]) -> int:
     return _BATCH_OVERHEAD + sum(len(r.encode()) + _RECORD_OVERHEAD for r in records)
 
 
-class Controller:
+class Controller(ReassignmentControl):
     """Validates, records and applies cluster metadata changes."""
 
     def __init__(
@@ -427,9 +428,15 @@ class Controller:
             problems, records = plan_isr_changes(self.image, broker_id, changes,
                                                  ineligible=self.ineligible_replicas)
             failed = await self._try_commit(records)
-            return [partition_state_of(self.image, change.topic_id, change.partition,
-                                       *(problem or failed or (ErrorCode.none, None)))
-                    for change, problem in zip(changes, problems, strict=True)]
+            results = [partition_state_of(self.image, change.topic_id, change.partition,
+                                          *(problem or failed or (ErrorCode.none, None)))
+                       for change, problem in zip(changes, problems, strict=True)]
+            if failed is None and records:
+                # A replica joining the ISR may complete a reassignment (Kafka's controller
+                # checks on every ISR change); the leader's answer is the ISR change itself.
+                await self._complete_reassignments(
+                    {(c.topic_id, c.partition) for c in changes})
+            return results
 
         return await self._one_at_a_time(run)
 

@@ -7,7 +7,8 @@ the listener named by ``inter.broker.listener.name``, with :mod:`moldau.wire`'s 
 mapping the answer back to the channel's results. Each change travels as the ordinary Kafka
 admin request that asks for it: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 IncrementalAlterConfigs, AllocateProducerIds (Kafka's broker-to-controller request for
-producer-id blocks) and AlterPartition (a leader's ISR changes, KIP-497).
+producer-id blocks), AlterPartition (a leader's ISR changes, KIP-497) and
+AlterPartitionReassignments / ListPartitionReassignments (KIP-455).
 
 Why ordinary admin requests and not Envelope (KIP-590, API 58), with which Kafka's brokers
 forward a client's request as it came:
@@ -68,6 +69,7 @@ from ...wire.errors import ClientError, UnsupportedVersionError
 from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
 from .image import MetadataImage
 from .isr_change import IsrChange, IsrChangeResult
+from .reassignment import OngoingReassignment, ReassignmentRequest
 
 log = logging.getLogger(__name__)
 
@@ -311,6 +313,45 @@ class ForwardingControllerChannel:
                                                p.leader_id, p.leader_epoch, tuple(p.isr),
                                                p.partition_epoch))
         return results
+
+    async def alter_partition_reassignments(self, requests: Sequence[ReassignmentRequest]
+                                            ) -> list[Outcome]:
+        by_topic: dict[str, list[ReassignmentRequest]] = {}
+        for wanted in requests:
+            by_topic.setdefault(wanted.topic, []).append(wanted)
+        body = {"timeout": self.request_timeout_ms, "topics": [
+            {"name": name, "partitions": [
+                {"partition_index": w.partition,
+                 "replicas": None if w.replicas is None else list(w.replicas)}
+                for w in items]} for name, items in by_topic.items()]}
+        try:
+            answer = await self._send(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body,
+                                      lambda r: [r.error_code])
+        except KafkaError as exc:
+            return [(exc.code, exc.message)] * len(requests)
+        if answer.error_code != ErrorCode.none:
+            return [(ErrorCode(answer.error_code), answer.error_message)] * len(requests)
+        answered = {(t.name, p.partition_index): (ErrorCode(p.error_code), p.error_message)
+                    for t in answer.responses for p in t.partitions}
+        # A partition named twice gets the controller's answer for the second mention.
+        return [answered.get((w.topic, w.partition), (
+                    ErrorCode.unknown_server_error,
+                    "the controller's answer left this partition out")) for w in requests]
+
+    async def list_partition_reassignments(
+            self, wanted: Sequence[tuple[str, Sequence[int]]] | None = None
+    ) -> list[OngoingReassignment]:
+        body = {"timeout": self.request_timeout_ms, "topics": None if wanted is None else [
+            {"name": name, "partition_indexes": list(parts)} for name, parts in wanted]}
+        answer = await self._send(ApiKey.LIST_PARTITION_REASSIGNMENTS, body,
+                                  lambda r: [r.error_code])
+        if answer.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(answer.error_code),
+                             answer.error_message or "the active controller refused to list "
+                                                     "the reassignments")
+        return [OngoingReassignment(t.name, p.partition_index, tuple(p.replicas),
+                                    tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in answer.topics for p in t.partitions]
 
     def close(self) -> None:
         """Close the connection to the controller (the next change opens another)."""

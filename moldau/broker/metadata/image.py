@@ -31,7 +31,9 @@ from .records import (
 
 @dataclass
 class PartitionState:
-    """Replica assignment, leader and ISR of one partition."""
+    """Replica assignment, leader and ISR of one partition; during a reassignment
+    (KIP-455) ``replicas`` holds the old and the target replicas, and ``adding_replicas`` /
+    ``removing_replicas`` say which of them come and go."""
 
     partition_id: int
     replicas: list[int]
@@ -39,6 +41,18 @@ class PartitionState:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
+
+    @property
+    def reassigning(self) -> bool:
+        """Whether a reassignment of this partition is in progress."""
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> list[int]:
+        """The replicas the partition will have when its reassignment completes."""
+        return [r for r in self.replicas if r not in self.removing_replicas]
 
 
 @dataclass
@@ -94,6 +108,8 @@ class MetadataImage:
                         record.leader,
                         record.leader_epoch,
                         record.partition_epoch,
+                        list(record.adding_replicas),
+                        list(record.removing_replicas),
                     )
                 )
             case PartitionChangeRecord():
@@ -105,6 +121,10 @@ class MetadataImage:
                     state.isr = list(record.isr)
                 if record.replicas is not None:
                     state.replicas = list(record.replicas)
+                if record.adding_replicas is not None:
+                    state.adding_replicas = list(record.adding_replicas)
+                if record.removing_replicas is not None:
+                    state.removing_replicas = list(record.removing_replicas)
                 state.partition_epoch += 1
             case RemoveTopicRecord(topic_id=topic_id):
                 topic = self.topics_by_id.pop(topic_id)

@@ -24,10 +24,16 @@ class MetadataRecord:
 
     TYPE: ClassVar[str] = ""
     VERSION: ClassVar[int] = 0
+    # Fields left out of the encoding when they hold their default (added after records of
+    # this type were first written: old logs decode to the default, and new records keep the
+    # size they had).
+    OPTIONAL: ClassVar[dict[str, Any]] = {}
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {"type": self.TYPE, "v": self.VERSION}
         for key, value in asdict(self).items():
+            if key in self.OPTIONAL and value == self.OPTIONAL[key]:
+                continue
             body[key] = str(value) if isinstance(value, uuid.UUID) else value
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -42,6 +48,7 @@ class TopicRecord(MetadataRecord):
 @dataclass(frozen=True)
 class PartitionRecord(MetadataRecord):
     TYPE: ClassVar[str] = "PartitionRecord"
+    OPTIONAL: ClassVar[dict[str, Any]] = {"adding_replicas": [], "removing_replicas": []}
     topic_id: uuid.UUID
     partition_id: int
     replicas: list[int]
@@ -49,18 +56,28 @@ class PartitionRecord(MetadataRecord):
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # A reassignment in progress (KIP-455): ``replicas`` is then the union of the old and the
+    # target replicas; these are the ones being added and removed (KRaft's addingReplicas and
+    # removingReplicas).
+    adding_replicas: list[int] = field(default_factory=list)
+    removing_replicas: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class PartitionChangeRecord(MetadataRecord):
-    """A change of leader and/or ISR; a new leader bumps the leader epoch."""
+    """A change of leader, ISR and/or replicas; a new leader bumps the leader epoch. None
+    leaves a field as it is; ``adding_replicas``/``removing_replicas`` set the reassignment
+    in progress (empty lists: none)."""
 
     TYPE: ClassVar[str] = "PartitionChangeRecord"
+    OPTIONAL: ClassVar[dict[str, Any]] = {"adding_replicas": None, "removing_replicas": None}
     topic_id: uuid.UUID
     partition_id: int
     leader: int | None = None
     isr: list[int] | None = None
     replicas: list[int] | None = None
+    adding_replicas: list[int] | None = None
+    removing_replicas: list[int] | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from .channel import PRODUCER_ID_BLOCK, ControllerChannel, Outcome, TopicResult,
 from .forwarding import ControllerIsLocal, ForwardingControllerChannel
 from .image import MetadataImage
 from .isr_change import IsrChange, IsrChangeResult
+from .reassignment import OngoingReassignment, ReassignmentRequest
 
 _T = TypeVar("_T")
 
@@ -87,6 +88,15 @@ class ActiveControllerChannel:
     async def alter_partition(self, broker_id: int, changes: Sequence[IsrChange]
                               ) -> list[IsrChangeResult]:
         return await self._make(lambda c: c.alter_partition(broker_id, changes))
+
+    async def alter_partition_reassignments(self, requests: Sequence[ReassignmentRequest]
+                                            ) -> list[Outcome]:
+        return await self._make(lambda c: c.alter_partition_reassignments(requests))
+
+    async def list_partition_reassignments(
+            self, wanted: Sequence[tuple[str, Sequence[int]]] | None = None
+    ) -> list[OngoingReassignment]:
+        return await self._make(lambda c: c.list_partition_reassignments(wanted))
 
     def close(self) -> None:
         """Close the connection to a remote controller, if one is open."""

@@ -22,7 +22,9 @@ reactions Kafka's controller has:
   maybe without a topic id) gets its id and its partitions' state znodes
   (:func:`topic_fixups`), after which every broker's sync sees a complete topic;
   ``/admin/delete_topics/<t>`` deletes the topic;
-- config change notifications older than 15 minutes are deleted, as Kafka's brokers do.
+- config change notifications older than 15 minutes are deleted, as Kafka's brokers do;
+- ``/admin/reassign_partitions`` (the pre-2.4 way to ask for a reassignment) is carried out
+  and deleted when done (:mod:`.legacy_reassignment`).
 
 Every leader change bumps the leader epoch (the replay of PartitionChangeRecord does) and is
 written to the partition's state znode conditionally on its version, fenced by the controller
@@ -57,6 +59,7 @@ from . import layout
 from .aio import AsyncZooKeeper
 from .election import ControllerElection
 from .layout import TopicAssignment
+from .legacy_reassignment import watch_legacy_reassignments
 from .snapshot import ClusterState
 from .store import ZK_MAX_BATCH_BYTES, Op, ZkMetadataStore
 from .sync import ZkMetadataSync
@@ -290,6 +293,9 @@ class ZkMetadataPlane:
         self.store.arm(epoch, epoch_version)
         log.info("broker %d is the active controller (epoch %d)", self.broker_id, epoch)
         self._spawn(self._watch_deletions(epoch))
+        self._spawn(watch_legacy_reassignments(
+            self.zk, self.controller,
+            lambda: self.store.fence is not None and self.store.fence[0] == epoch))
         self._spawn(self._purge_notifications(epoch))
         self._after_round(self.sync.cache.state())
         self._reconcile_soon()
@@ -388,6 +394,13 @@ class ZkMetadataPlane:
         if records:
             log.info("controller: %d partition leadership/ISR change(s) after broker changes",
                      len(records))
+        try:
+            # A controller elected mid-move finishes the reassignments whose new replicas
+            # joined the ISR meanwhile; a broker back may also be the leader one needed.
+            await self.controller.complete_reassignments()
+        except KafkaError as exc:
+            log.warning("completing reassignments after a controller or broker change "
+                        "failed: %s", exc)
 
     async def _watch_deletions(self, epoch: int) -> None:
         """Delete the topics named under ``/admin/delete_topics`` (old tools' way to ask),

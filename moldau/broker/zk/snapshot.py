@@ -62,6 +62,7 @@ from .layout import (
     ControllerEpoch,
     ControllerRegistration,
     PartitionState,
+    ReplicaAssignment,
     TopicAssignment,
     ZNodeFormatError,
 )
@@ -315,7 +316,7 @@ def diff(image: MetadataImage, state: ClusterState) -> list[MetadataRecord]:
             if zk is None:
                 continue
             have = current.partitions.get(p) if current is not None else None
-            out += _partition_records(assignment.topic_id, p, list(replicas.replicas), zk, have)
+            out += _partition_records(assignment.topic_id, p, replicas, zk, have)
         before = {} if current is None else image.topic_configs.get(name, {})
         out += _config_records(TOPIC_RESOURCE, name, before, state.topic_configs.get(name, {}))
     for name in sorted(image.broker_configs.keys() | state.broker_configs.keys()):
@@ -327,16 +328,19 @@ def diff(image: MetadataImage, state: ClusterState) -> list[MetadataRecord]:
     return out
 
 
-def _partition_records(topic_id: uuid.UUID, p: int, replicas: list[int], zk: ZkPartition,
-                       have: ImagePartition | None) -> list[MetadataRecord]:
+def _partition_records(topic_id: uuid.UUID, p: int, assignment: ReplicaAssignment,
+                       zk: ZkPartition, have: ImagePartition | None) -> list[MetadataRecord]:
     state = zk.state
     isr = list(state.isr)
+    replicas = list(assignment.replicas)
+    adding, removing = list(assignment.adding_replicas), list(assignment.removing_replicas)
     full = PartitionRecord(topic_id, p, replicas, isr, state.leader, state.leader_epoch,
-                           zk.version)
+                           zk.version, adding, removing)
     if have is None:
         return [full]
-    if (have.replicas, have.isr, have.leader, have.leader_epoch, have.partition_epoch) == (
-            replicas, isr, state.leader, state.leader_epoch, zk.version):
+    if (have.replicas, have.isr, have.leader, have.leader_epoch, have.partition_epoch,
+            have.adding_replicas, have.removing_replicas) == (
+            replicas, isr, state.leader, state.leader_epoch, zk.version, adding, removing):
         return []
     leader_moved = state.leader != have.leader
     if zk.version == have.partition_epoch + 1 and \
@@ -344,7 +348,9 @@ def _partition_records(topic_id: uuid.UUID, p: int, replicas: list[int], zk: ZkP
         return [PartitionChangeRecord(
             topic_id, p, leader=state.leader if leader_moved else None,
             isr=isr if isr != have.isr else None,
-            replicas=replicas if replicas != have.replicas else None)]
+            replicas=replicas if replicas != have.replicas else None,
+            adding_replicas=adding if adding != have.adding_replicas else None,
+            removing_replicas=removing if removing != have.removing_replicas else None)]
     return [full]  # more than one step behind: the whole state
 
 

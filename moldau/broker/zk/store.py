@@ -68,7 +68,7 @@ from .admin_layout import (
     config_change_create_path,
 )
 from .aio import AsyncZooKeeper, TransactionFailed
-from .layout import PartitionState, TopicAssignment
+from .layout import PartitionState, ReplicaAssignment, TopicAssignment
 
 log = logging.getLogger(__name__)
 
@@ -227,14 +227,21 @@ def _create_topic(topic: TopicImage, configs: dict[str, str], controller_epoch: 
     # Kafka writes the config before the assignment (AdminZkClient.createTopicWithAssignment).
     ops = [Op("set", config_path, config) if config_path in facts.existing
            else Op("create", config_path, config)]
-    assignment = TopicAssignment.of(
-        {p: s.replicas for p, s in topic.partitions.items()}, topic.topic_id)
-    ops += [Op("create", layout.topic_path(name), assignment.to_json()),
+    ops += [Op("create", layout.topic_path(name), _assignment(topic).to_json()),
             Op("create", layout.partitions_path(name))]
     for p, state in sorted(topic.partitions.items()):
         ops += [Op("create", layout.partition_path(name, p)),
                 *_new_state(layout.partition_state_path(name, p), state, controller_epoch)]
     return ops
+
+
+def _assignment(topic: TopicImage) -> TopicAssignment:
+    """``/brokers/topics/<t>`` of a topic: replicas, and the adding/removing replicas of
+    reassignments in progress (where Kafka keeps them, so a new controller resumes them)."""
+    return TopicAssignment(
+        {p: ReplicaAssignment(tuple(s.replicas), tuple(s.adding_replicas),
+                              tuple(s.removing_replicas))
+         for p, s in topic.partitions.items()}, topic.topic_id)
 
 
 def _new_state(path: str, state: Any, controller_epoch: int) -> list[Op]:
@@ -249,11 +256,8 @@ def _change_topic(before: TopicImage, after: TopicImage,
                   changes: dict[tuple[Any, int], int], controller_epoch: int) -> list[Op]:
     name = after.name
     ops: list[Op] = []
-    if {p: s.replicas for p, s in before.partitions.items()} != {
-            p: s.replicas for p, s in after.partitions.items()}:
-        assignment = TopicAssignment.of(
-            {p: s.replicas for p, s in after.partitions.items()}, after.topic_id)
-        ops.append(Op("set", layout.topic_path(name), assignment.to_json()))
+    if _assignment(before) != _assignment(after):
+        ops.append(Op("set", layout.topic_path(name), _assignment(after).to_json()))
     for p, state in sorted(after.partitions.items()):
         old = before.partitions.get(p)
         path = layout.partition_state_path(name, p)
