@@ -1,0 +1,227 @@
+"""Fetch from the closest replica (KIP-392) on three real ``moldau serve`` brokers in racks
+a, b and c (``broker.rack``) with ``replica.selector.class`` set to Kafka's
+``RackAwareReplicaSelector``, on a real ZooKeeper; the partition's leader is on rack a.
+
+- At the wire level (Fetch v16 as librdkafka sends it): the leader answers a consumer of rack
+  c with ``preferred_read_replica`` = the rack-c broker and no records, and serves a consumer
+  of its own rack or of no rack itself; the rack-c follower serves every record up to its
+  high watermark, learns a new high watermark from the leader promptly (a long poll parked on
+  it is answered with the new record), answers OFFSET_OUT_OF_RANGE past its log end, leaves
+  Fetch v10 and ListOffsets to the leader; a frozen rack-c follower that left the ISR is no
+  longer chosen, and is again once it is back in the ISR.
+- With confluent-kafka (``client.rack=c``): the consumer reads every record; while the leader
+  is frozen (SIGSTOP, shorter than the ZooKeeper session so it stays the leader) it goes on
+  reading from the rack-c broker, the only one it was sent to; after the rack-c broker is
+  stopped it falls back to the leader and keeps reading, records produced before and after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
+from moldau.protocol.records.codec import iter_decoded
+from moldau.testing.cluster import BrokerCluster, BrokerSpec
+from moldau.testing.waiting import wait_for
+from moldau.wire.connection import BrokerConnection
+
+from .conftest import ClusterFactory
+
+wait_until = functools.partial(wait_for, interval=0.2)
+SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+RACKS = {1: "a", 2: "b", 3: "c"}
+SETTINGS = {
+    "replica.selector.class": SELECTOR,
+    # Long enough that a leader frozen for a while keeps its ZooKeeper session (and its
+    # leadership); a frozen follower leaves the ISR after replica.lag.time.max.ms.
+    "zookeeper.session.timeout.ms": "30000",
+    "replica.lag.time.max.ms": "4000",
+}
+
+
+@pytest.fixture
+def racked(cluster_factory: ClusterFactory) -> Iterator[BrokerCluster]:
+    specs = [BrokerSpec(broker_id=i, rack=rack) for i, rack in RACKS.items()]
+    yield cluster_factory(specs, settings=SETTINGS)
+
+
+def create_topic(cluster: BrokerCluster, topic: str) -> uuid.UUID:
+    """``topic``, one partition on brokers [1, 2, 3] (leader 1, rack a); its topic id."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2, 3]])],
+                        operation_timeout=30)[topic].result(60)
+
+    def described() -> Any:
+        state = cluster.partition_state(topic, 0)
+        return state is not None and state.get("leader") == 1 and len(state["isr"]) == 3
+
+    wait_until(described, 60, "partition 0 led by broker 1 with a full ISR")
+    return asyncio.run(_topic_id(cluster, topic))
+
+
+async def _topic_id(cluster: BrokerCluster, topic: str) -> uuid.UUID:
+    conn = await _connect(cluster, 1)
+    try:
+        answer = await conn.request(ApiKey.METADATA, {
+            "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}, version=12)
+        return answer.topics[0].topic_id
+    finally:
+        conn.close()
+
+
+async def _connect(cluster: BrokerCluster, broker_id: int) -> BrokerConnection:
+    host, port = cluster.broker(broker_id).address().rsplit(":", 1)
+    conn = BrokerConnection(host, int(port), client_id="rack-c-consumer")
+    await conn.connect()
+    return conn
+
+
+def produce(cluster: BrokerCluster, topic: str, values: list[bytes]) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap(), "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    errors: list[Any] = []
+    for value in values:
+        producer.produce(topic, value, partition=0,
+                         on_delivery=lambda err, _msg: err and errors.append(err))
+        producer.poll(0)
+    assert producer.flush(90) == 0 and not errors, errors[:3]
+
+
+def fetch_body(topic_id: uuid.UUID, offset: int, *, rack: str, max_wait_ms: int = 0,
+               epoch: int = -1) -> dict[str, Any]:
+    """A consumer's Fetch v16 (librdkafka's version), one partition."""
+    return {"replica_state": {"replica_id": -1, "replica_epoch": -1},
+            "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": "", "topic_id": topic_id, "partitions": [
+                {"partition": 0, "current_leader_epoch": epoch, "fetch_offset": offset,
+                 "last_fetched_epoch": -1, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20, "replica_directory_id": None}]}],
+            "forgotten_topics_data": [], "rack_id": rack, "cluster_id": None}
+
+
+async def fetch(conn: BrokerConnection, topic_id: uuid.UUID, offset: int, *, rack: str,
+                version: int = 16, topic: str = "", **kwargs: Any) -> Any:
+    body = fetch_body(topic_id, offset, rack=rack, **kwargs)
+    if version < 15:
+        body["replica_id"] = -1
+    if version < 13:
+        body["topics"][0]["topic"] = topic
+    answer = await conn.request(ApiKey.FETCH, body, version=version)
+    [topic] = answer.responses
+    [partition] = topic.partitions
+    return partition
+
+
+def values(records: bytes | None) -> list[tuple[int, bytes]]:
+    return [(r.offset, r.value) for b in iter_decoded(records or b"") for r in b.records]
+
+
+async def read_all(conn: BrokerConnection, topic_id: uuid.UUID, count: int) -> list[bytes]:
+    """Every record up to ``count`` through ``conn`` (a follower), as a consumer of rack c."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < count and time.monotonic() < deadline:
+        answer = await fetch(conn, topic_id, len(got), rack="c", max_wait_ms=500)
+        assert answer.error_code == ErrorCode.none, ErrorCode(answer.error_code).name
+        assert answer.preferred_read_replica == -1  # a follower never redirects
+        for offset, value in values(answer.records):
+            if offset >= len(got):
+                assert offset == len(got)
+                got.append(value)
+    return got
+
+
+def test_the_leader_sends_a_rack_c_consumer_to_the_rack_c_follower(
+        racked: BrokerCluster) -> None:
+    cluster = racked
+    topic = f"near-{uuid.uuid4().hex[:8]}"
+    topic_id = create_topic(cluster, topic)
+    sent = [f"v{i}".encode() for i in range(300)]
+    produce(cluster, topic, sent)
+
+    async def main() -> None:
+        leader, follower = await _connect(cluster, 1), await _connect(cluster, 3)
+        try:
+            answer = await fetch(leader, topic_id, 0, rack="c")
+            assert (answer.error_code, answer.preferred_read_replica) == (ErrorCode.none, 3)
+            assert not answer.records and answer.high_watermark == 300
+            for rack in ("a", "", "elsewhere"):  # the leader's rack, none, no replica there
+                answer = await fetch(leader, topic_id, 0, rack=rack)
+                assert answer.preferred_read_replica == -1 and values(answer.records)
+            # Fetch v10 has no rack: the leader reads, whatever the consumer's rack.
+            answer = await fetch(leader, topic_id, 0, rack="c", version=10,
+                                 topic=topic)
+            assert answer.error_code == ErrorCode.none and values(answer.records)
+
+            # The follower serves every record, up to its high watermark.
+            assert await read_all(follower, topic_id, 300) == sent
+            # A long poll parked on the follower at its end is answered with the next
+            # record once the leader's high watermark reaches it (the follower learns it
+            # from its next fetch answer).
+            parked = asyncio.ensure_future(
+                fetch(follower, topic_id, 300, rack="c", max_wait_ms=20_000))
+            await asyncio.sleep(0.3)
+            assert not parked.done()
+            started = time.monotonic()
+            await asyncio.to_thread(produce, cluster, topic, [b"late"])
+            answer = await asyncio.wait_for(parked, 30)
+            waited = time.monotonic() - started
+            assert values(answer.records) == [(300, b"late")], answer
+            print(f"record produced with acks=all reached a consumer of the follower in "
+                  f"{waited * 1000:.0f} ms")
+            # Past the follower's log end: OFFSET_OUT_OF_RANGE (the client asks the leader).
+            answer = await fetch(follower, topic_id, 5000, rack="c", epoch=0)
+            assert answer.error_code == ErrorCode.offset_out_of_range
+            # Fetch v10 and ListOffsets go to the leader only.
+            answer = await fetch(follower, topic_id, 0, rack="c", version=10,
+                                 topic=topic)
+            assert answer.error_code == ErrorCode.not_leader_or_follower
+            offsets = await follower.request(ApiKey.LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": 0, "topics": [
+                    {"name": topic, "partitions": [
+                        {"partition_index": 0, "current_leader_epoch": -1,
+                         "timestamp": -1}]}]}, version=7)
+            code = offsets.topics[0].partitions[0].error_code
+            assert code == ErrorCode.not_leader_or_follower
+        finally:
+            leader.close()
+            follower.close()
+
+    asyncio.run(main())
+
+    # A follower out of the ISR is not chosen: freeze the rack-c broker until its leader
+    # drops it (replica.lag.time.max.ms), then let it go on until it is back in.
+    cluster.sigstop(3)
+    try:
+        wait_until(lambda: 3 not in cluster.partition_state(topic, 0)["isr"], 60,
+                   "broker 3 out of the ISR")
+        answer = asyncio.run(_one_fetch(cluster, 1, topic_id))
+        assert answer.preferred_read_replica == -1 and values(answer.records)
+    finally:
+        cluster.sigcont(3)
+    wait_until(lambda: 3 in cluster.partition_state(topic, 0)["isr"], 60,
+               "broker 3 back in the ISR")
+    wait_until(lambda: asyncio.run(_one_fetch(cluster, 1, topic_id)).preferred_read_replica
+               == 3, 30, "the leader choosing broker 3 again")
+
+
+async def _one_fetch(cluster: BrokerCluster, broker_id: int, topic_id: uuid.UUID) -> Any:
+    conn = await _connect(cluster, broker_id)
+    try:
+        return await fetch(conn, topic_id, 0, rack="c")
+    finally:
+        conn.close()
