@@ -54,7 +54,12 @@ from ...protocol.entities import to_ms
 from ...protocol.errors import ErrorCode
 from ..dispatch import RawResponse, RequestContext, handler
 from ..replica_manager import FetchRead, FetchTarget, ReplicaManager
-from ..replication.leader import read_for_follower, record_follower_fetches
+from ..replication.leader import (
+    has_new_high_watermark,
+    note_sent_high_watermarks,
+    read_for_follower,
+    record_follower_fetches,
+)
 from ..replication.read_replica import (
     ConsumerFetch,
     read_for_consumer,
@@ -122,13 +127,25 @@ def _follower_fetch(ctx: RequestContext, request: Any, replica_id: int) -> Any:
     def read() -> FetchRead:
         return read_for_follower(manager, replica_id, plan, max_bytes, refuse)
 
+    prompt = ctx.broker.config["replica.selector.class"] is not None
+
+    def done(answer: FetchRead) -> bool:
+        if answer.total_bytes >= request.min_bytes or answer.has_error:
+            return True
+        return prompt and has_new_high_watermark(manager, replica_id, plan, answer)
+
+    def sent(answer: FetchRead) -> None:
+        if prompt:
+            note_sent_high_watermarks(manager, replica_id, plan, answer)
+
     first = read()
     max_wait_ms = to_ms(request.max_wait)
-    if first.total_bytes >= request.min_bytes or max_wait_ms <= 0 or first.has_error:
+    if max_wait_ms <= 0 or done(first):
+        sent(first)
         return RawResponse(encode_fetch_response(ctx.version, first.topics))
     keys = [(t.topic, t.partition) for _, targets in plan for t in targets]
     waiter = manager.purgatory.watch(keys)
-    return _long_poll(ctx, keys, waiter, read, request.min_bytes, max_wait_ms)
+    return _long_poll(ctx, keys, waiter, read, done, max_wait_ms, sent)
 
 
 def _respond(ctx: RequestContext, topics: list[Any]) -> RawResponse:
@@ -175,17 +192,24 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     # (another connection's produce in the same loop turn) must wake it.
     keys = [(t.topic, t.partition) for _, targets in plan for t in targets]
     waiter = manager.purgatory.watch(keys)
-    return _long_poll(ctx, keys, waiter, read_again, request.min_bytes, max_wait_ms)
+    return _long_poll(ctx, keys, waiter, read_again,
+                      lambda r: r.total_bytes >= request.min_bytes or r.has_error
+                      or redirects(r), max_wait_ms)
 
 
 async def _long_poll(ctx: RequestContext, keys: list[Any], waiter: Any,
-                     read_again: Callable[[], FetchRead], min_bytes: int,
-                     max_wait_ms: int) -> RawResponse:
+                     read_again: Callable[[], FetchRead], done: Callable[[FetchRead], bool],
+                     max_wait_ms: int,
+                     sent: Callable[[FetchRead], None] | None = None) -> RawResponse:
+    """Wait for an event on ``keys`` (appends, high watermark moves, leadership changes),
+    read again, and answer once ``done`` says so or ``max_wait_ms`` passed."""
     purgatory = ctx.broker.replica_manager.purgatory
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
         woke = await purgatory.wait_on(keys, waiter, deadline - time.monotonic())
         read = read_again()
-        if not woke or read.total_bytes >= min_bytes or read.has_error or redirects(read):
+        if not woke or done(read):
+            if sent is not None:
+                sent(read)
             return _respond(ctx, read.topics)
         waiter = purgatory.watch(keys)  # in the same step as the read, for the same reason
