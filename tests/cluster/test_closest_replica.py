@@ -22,7 +22,7 @@ import asyncio
 import functools
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -234,3 +234,95 @@ async def _one_fetch(cluster: BrokerCluster, broker_id: int, topic_id: uuid.UUID
         return await fetch(conn, topic_id, 0, rack="c")
     finally:
         conn.close()
+
+
+class RackConsumer:
+    """A confluent-kafka consumer with ``client.rack=c`` assigned partition 0 from the start,
+    fetching in small steps (so that reading the topic takes many fetches), keeping the
+    values it read in order and librdkafka's last statistics."""
+
+    def __init__(self, cluster: BrokerCluster, topic: str) -> None:
+        import json
+
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        self.stats: dict[str, Any] = {}
+
+        def on_stats(text: str) -> None:
+            self.stats = json.loads(text)
+
+        self.consumer = Consumer({
+            "bootstrap.servers": cluster.bootstrap(), "group.id": f"g-{uuid.uuid4().hex}",
+            "enable.auto.commit": False, "client.rack": "c",
+            "max.partition.fetch.bytes": 16384, "fetch.max.bytes": 16384,
+            "message.max.bytes": 16384,
+            "queued.min.messages": 20, "fetch.wait.max.ms": 100,
+            "statistics.interval.ms": 500, "stats_cb": on_stats})
+        self.consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self.values: list[bytes] = []
+
+    def read_until(self, count: int, timeout: float = 90.0,
+                   until: Callable[[], bool] | None = None) -> list[bytes]:
+        """Poll until ``count`` values were read (or ``until`` holds), at most ``timeout``
+        seconds (polling also serves librdkafka's statistics callback)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (until() if until is not None else len(self.values) >= count):
+                break
+            msg = self.consumer.poll(0.2)
+            if msg is None or msg.error() is not None:
+                continue
+            assert msg.offset() == len(self.values), (msg.offset(), len(self.values))
+            self.values.append(msg.value())
+        return self.values
+
+    def fetching_from(self, topic: str) -> Any:
+        """The broker librdkafka's statistics say partition 0 is fetched from."""
+        partition = self.stats.get("topics", {}).get(topic, {}).get("partitions", {}).get("0")
+        return partition.get("broker") if partition else None
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def test_confluent_kafka_reads_from_the_rack_c_follower_and_falls_back_to_the_leader(
+        racked: BrokerCluster) -> None:
+    cluster = racked
+    topic = f"branch-{uuid.uuid4().hex[:8]}"
+    create_topic(cluster, topic)
+    sent = [f"{i:06d}".encode() + b"." * 1018 for i in range(2000)]  # 1 KiB each
+    produce(cluster, topic, sent)
+    consumer = RackConsumer(cluster, topic)
+    try:
+        consumer.read_until(0, 30, until=lambda: consumer.fetching_from(topic) == 3)
+        print("librdkafka's statistics of partition 0:", {
+            k: v for k, v in consumer.stats["topics"][topic]["partitions"]["0"].items()
+            if k in ("leader", "broker", "fetch_state", "fetchq_cnt")})
+        assert consumer.fetching_from(topic) == 3, "librdkafka fetching from broker 3 (rack c)"
+        before = len(consumer.values)
+        assert before < 1500 and consumer.values == sent[:before]
+        # Freeze the leader (for less than the ZooKeeper session: it stays the leader). The
+        # rest of the records, many fetches' worth, can only come from the rack-c broker.
+        cluster.sigstop(1)
+        try:
+            frozen_at = time.monotonic()
+            read = consumer.read_until(2000, timeout=20)
+            assert len(read) == 2000, f"read {len(read)} of 2000 with the leader frozen"
+            print(f"read {2000 - before} records from the rack-c follower in "
+                  f"{time.monotonic() - frozen_at:.1f} s while the leader was frozen")
+        finally:
+            cluster.sigcont(1)
+        assert read == sent
+        assert cluster.partition_state(topic, 0)["leader"] == 1  # still the leader
+
+        # Stop the rack-c broker: the consumer falls back to the leader and keeps reading
+        # what was written before and after.
+        more = [f"{i:06d}".encode() for i in range(2000, 2300)]
+        produce(cluster, topic, more[:150])
+        cluster.stop_broker(3)
+        produce(cluster, topic, more[150:])
+        assert consumer.read_until(2300) == sent + more
+        consumer.read_until(0, 30, until=lambda: consumer.fetching_from(topic) == 1)
+        assert consumer.fetching_from(topic) == 1, "librdkafka fetching from the leader"
+    finally:
+        consumer.close()
