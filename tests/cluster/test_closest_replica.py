@@ -74,12 +74,20 @@ def create_topic(cluster: BrokerCluster, topic: str) -> uuid.UUID:
 
 
 async def _topic_id(cluster: BrokerCluster, topic: str) -> uuid.UUID:
+    """The topic's id, once broker 1 knows the topic (ZooKeeper has it first)."""
     conn = await _connect(cluster, 1)
     try:
-        answer = await conn.request(ApiKey.METADATA, {
-            "topics": [{"name": topic, "topic_id": None}], "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False}, version=12)
-        return answer.topics[0].topic_id
+        deadline = time.monotonic() + 60
+        while True:
+            answer = await conn.request(ApiKey.METADATA, {
+                "topics": [{"name": topic, "topic_id": None}],
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}, version=12)
+            [entry] = answer.topics
+            if entry.error_code == ErrorCode.none and entry.topic_id is not None:
+                return entry.topic_id
+            assert time.monotonic() < deadline, f"broker 1 does not know {topic}"
+            await asyncio.sleep(0.2)
     finally:
         conn.close()
 
@@ -211,6 +219,8 @@ def test_the_leader_sends_a_rack_c_consumer_to_the_rack_c_follower(
             follower.close()
 
     asyncio.run(main())
+    # Moldau's own consumer follows the leader's preferred read replica too.
+    assert asyncio.run(moldau_consumer_read(cluster, topic, 301)) == ([*sent, b"late"], 3)
 
     # A follower out of the ISR is not chosen: freeze the rack-c broker until its leader
     # drops it (replica.lag.time.max.ms), then let it go on until it is back in.
@@ -326,3 +336,25 @@ def test_confluent_kafka_reads_from_the_rack_c_follower_and_falls_back_to_the_le
         assert consumer.fetching_from(topic) == 1, "librdkafka fetching from the leader"
     finally:
         consumer.close()
+
+
+async def moldau_consumer_read(cluster: BrokerCluster, topic: str, count: int
+                               ) -> tuple[list[bytes], int]:
+    """``count`` values read by a moldau Consumer with ``client.rack=c``, and the replica
+    its fetcher was reading from at the end."""
+    from moldau.client.consumer import Consumer
+    from moldau.client.types import TopicPartition
+
+    tp = TopicPartition(topic, 0)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap(), "client.rack": "c",
+                         "auto.offset.reset": "earliest"})
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            got += [r.value for r in await consumer.poll(1.0)]
+        return got, consumer.subscription.state(tp).preferred_replica
+    finally:
+        await consumer.close()
