@@ -355,6 +355,6 @@ async def moldau_consumer_read(cluster: BrokerCluster, topic: str, count: int
         deadline = time.monotonic() + 60
         while len(got) < count and time.monotonic() < deadline:
             got += [r.value for r in await consumer.poll(1.0)]
-        return got, consumer.subscription.state(tp).preferred_replica
+        return got, getattr(consumer.subscription.state(tp), "preferred_replica", -1)
     finally:
         await consumer.close()

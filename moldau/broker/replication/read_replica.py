@@ -19,8 +19,11 @@ Any replica, leader or follower, serves a consumer's Fetch v11+ (the version tha
 watermark (read_committed: last stable offset), as Kafka does whether or not a selector is
 set. A follower's answers, as Kafka's: an offset below its log start or past its log end is
 OFFSET_OUT_OF_RANGE (the client asks the leader again: KIP-392's out-of-range handling),
-except from a v11 consumer that sent no leader epoch, which gets an empty answer (it may
-merely have stale metadata; apache/kafka#12734); an offset between its high watermark
+except past the log end from a consumer that sent no leader epoch (a client without KIP-320,
+e.g. sent here by stale metadata, would reset its position on OFFSET_OUT_OF_RANGE): that one
+gets an empty answer and retries until its metadata is refreshed (the problem of
+KAFKA-14255; apache/kafka#12734 proposed this answer for v11, Moldau gives it at every
+version); an offset between its high watermark
 and its log end is an empty answer (the follower has the records but does not know yet that
 they are committed) that long-polls until its high watermark moves. Older fetches, and every
 ListOffsets, go to the leader only (NOT_LEADER_OR_FOLLOWER with the KIP-951 hint), and
@@ -183,7 +186,6 @@ def read_for_consumer(manager: ReplicaManager, plan: list[tuple[Any, list[FetchT
                         chosen, b""))
                     continue
             if not partition.is_leader and t.current_leader_epoch < 0 \
-                    and request.version == FOLLOWER_FETCH_VERSION \
                     and t.fetch_offset > partition.log_end_offset:
                 # Perhaps stale metadata, not a lost offset: the client retries and refreshes.
                 entries.append(FetchPartitionData(
