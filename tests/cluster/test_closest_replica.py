@@ -9,7 +9,9 @@ a, b and c (``broker.rack``) with ``replica.selector.class`` set to Kafka's
   it is answered with the new record well before ``replica.fetch.wait.max.ms``), answers
   OFFSET_OUT_OF_RANGE past its log end, leaves Fetch v10 and ListOffsets to the leader; a
   frozen rack-c follower that left the ISR is no longer chosen, and is again once it is back
-  in the ISR.
+  in the ISR; moldau's own consumer with ``client.rack=c`` follows the preferred replica, and
+  so does confluent-kafka through ``moldau proxy`` (seed 002's fix c): its fetches go to the
+  proxy's route for broker 3.
 - With confluent-kafka (``client.rack=c``): the consumer reads every record; while the leader
   is frozen (SIGSTOP, shorter than the ZooKeeper session so it stays the leader) it goes on
   reading from the rack-c broker, the only one it was sent to; after the rack-c broker is
@@ -237,6 +239,26 @@ def test_the_leader_sends_a_rack_c_consumer_to_the_rack_c_follower(
     wait_until(lambda: asyncio.run(_one_fetch(cluster, 1, topic_id)).preferred_read_replica
                == 3, 30, "the leader choosing broker 3 again")
 
+    # Through `moldau proxy` (seed 002's fix c): the preferred replica is a broker id, which
+    # the client finds in the proxy's rewritten metadata, so it fetches from broker 3 through
+    # the proxy's route for broker 3.
+    from moldau.testing.proxy import ProxyProcess
+
+    with ProxyProcess(cluster.bootstrap()) as proxy:
+        consumer = RackConsumer(proxy.bootstrap, topic)
+        try:
+            assert consumer.read_until(301) == [*sent, b"late"]
+            consumer.read_until(0, 30, until=lambda: consumer.fetching_from(topic) == 3)
+            assert consumer.fetching_from(topic) == 3
+            brokers = consumer.stats["brokers"]
+            fetched = {b["nodeid"]: b["req"].get("Fetch", 0) for b in brokers.values()
+                       if b.get("nodeid", -1) >= 0}
+            assert fetched[3] > 0, fetched
+            assert all(str(proxy.port(3)) in name for name, b in brokers.items()
+                       if b.get("nodeid") == 3), list(brokers)
+        finally:
+            consumer.close()
+
 
 async def _one_fetch(cluster: BrokerCluster, broker_id: int, topic_id: uuid.UUID) -> Any:
     conn = await _connect(cluster, broker_id)
@@ -251,7 +273,7 @@ class RackConsumer:
     fetching in small steps (so that reading the topic takes many fetches), keeping the
     values it read in order and librdkafka's last statistics."""
 
-    def __init__(self, cluster: BrokerCluster, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str) -> None:
         import json
 
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -262,7 +284,7 @@ class RackConsumer:
             self.stats = json.loads(text)
 
         self.consumer = Consumer({
-            "bootstrap.servers": cluster.bootstrap(), "group.id": f"g-{uuid.uuid4().hex}",
+            "bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
             "enable.auto.commit": False, "client.rack": "c",
             "max.partition.fetch.bytes": 16384, "fetch.max.bytes": 16384,
             "message.max.bytes": 16384,
@@ -302,7 +324,7 @@ def test_confluent_kafka_reads_from_the_rack_c_follower_and_falls_back_to_the_le
     create_topic(cluster, topic)
     sent = [f"{i:06d}".encode() + b"." * 1018 for i in range(2000)]  # 1 KiB each
     produce(cluster, topic, sent)
-    consumer = RackConsumer(cluster, topic)
+    consumer = RackConsumer(cluster.bootstrap(), topic)
     try:
         consumer.read_until(0, 30, until=lambda: consumer.fetching_from(topic) == 3)
         print("librdkafka's statistics of partition 0:", {
