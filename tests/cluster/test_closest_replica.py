@@ -87,6 +87,8 @@ async def _topic_id(cluster: BrokerCluster, topic: str) -> uuid.UUID:
                 "include_topic_authorized_operations": False}, version=12)
             [entry] = answer.topics
             if entry.error_code == ErrorCode.none and entry.topic_id is not None:
+                # broker.rack is in Metadata's brokers.
+                assert {b.node_id: b.rack for b in answer.brokers} == RACKS
                 return entry.topic_id
             assert time.monotonic() < deadline, f"broker 1 does not know {topic}"
             await asyncio.sleep(0.2)
@@ -166,6 +168,11 @@ def test_the_leader_sends_a_rack_c_consumer_to_the_rack_c_follower(
     topic_id = create_topic(cluster, topic)
     sent = [f"v{i}".encode() for i in range(300)]
     produce(cluster, topic, sent)
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap()})
+    described = admin.describe_cluster(request_timeout=30).result(60)
+    assert {n.id: n.rack for n in described.nodes} == RACKS  # and in DescribeCluster's
 
     async def main() -> None:
         leader, follower = await _connect(cluster, 1), await _connect(cluster, 3)

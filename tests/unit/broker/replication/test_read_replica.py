@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 
-from moldau.broker.config.definitions import BROKER_CONFIGS
-from moldau.broker.config.types import ConfigError
+from moldau.broker.config import ConfigError, load_config
 from moldau.broker.metadata.image import (
     BrokerRegistration,
     MetadataImage,
@@ -61,14 +60,19 @@ def test_rack_aware_select_is_kafkas() -> None:
 
 
 def test_the_config_takes_kafkas_class_name_and_names_a_bad_one() -> None:
-    key = {c.name: c for c in BROKER_CONFIGS}["replica.selector.class"]
-    assert key.parse(None) is None and selector_for(None) is None
-    assert selector_for(key.parse(RACK_AWARE_CLASS)) is rack_aware_select
-    assert selector_for(key.parse("rack-aware")) is rack_aware_select
+    # As `moldau serve` loads it: defaults, KAFKA_* environment, --override.
+    assert load_config(None, [], {})["replica.selector.class"] is None
+    assert selector_for(None) is None
+    env = {"KAFKA_REPLICA_SELECTOR_CLASS": RACK_AWARE_CLASS}
+    assert selector_for(load_config(None, [], env)["replica.selector.class"]) \
+        is rack_aware_select
+    assert selector_for(load_config(None, ["replica.selector.class=rack-aware"], {})[
+        "replica.selector.class"]) is rack_aware_select
     with pytest.raises(ConfigError) as caught:
-        key.parse("com.example.NearestSelector")
+        load_config(None, ["replica.selector.class=com.example.NearestSelector"], {})
     assert "replica.selector.class" in str(caught.value)
     assert "com.example.NearestSelector" in str(caught.value)
+    assert RACK_AWARE_CLASS in str(caught.value)  # and what it may be
 
 
 class Manager:
