@@ -10,25 +10,27 @@ else the most caught-up replica in that rack (largest log end offset, then the m
 caught up, then the smallest id); without one, or with no replica in that rack, the leader.
 A follower chosen is sent back as ``preferred_read_replica`` with no records, answered at once
 (KAFKA-13767); the client then fetches from it. Only ISR members are chosen (KAFKA-14372): a
-follower that leaves the ISR stops being chosen, and a consumer it was serving goes back to
-the leader when its client next asks the leader (librdkafka and the Java client do every
-``metadata.max.age.ms`` / on errors). Only the leader chooses (KAFKA-13778).
+follower that leaves the ISR stops being chosen for the consumers that ask the leader next
+(clients ask again when the choice expires, ``metadata.max.age.ms`` in the Java client, or on
+an error from the replica). Only the leader chooses (KAFKA-13778).
 
 Any replica, leader or follower, serves a consumer's Fetch v11+ (the version that brought
 ``rack_id``, so a client at it knows the answer may come from a follower), up to its high
 watermark (read_committed: last stable offset), as Kafka does whether or not a selector is
-set. A follower's answers, as Kafka's: an offset below its log start or past its log end is
-OFFSET_OUT_OF_RANGE (the client asks the leader again: KIP-392's out-of-range handling),
-except past the log end from a consumer that sent no leader epoch (a client without KIP-320,
-e.g. sent here by stale metadata, would reset its position on OFFSET_OUT_OF_RANGE): that one
-gets an empty answer and retries until its metadata is refreshed (the problem of
-KAFKA-14255; apache/kafka#12734 proposed this answer for v11, Moldau gives it at every
-version); an offset between its high watermark
-and its log end is an empty answer (the follower has the records but does not know yet that
-they are committed) that long-polls until its high watermark moves. Older fetches, and every
-ListOffsets, go to the leader only (NOT_LEADER_OR_FOLLOWER with the KIP-951 hint), and
-so do fetches to a fenced broker or for a partition without a leader (stricter than Kafka:
-such a replica no longer replicates, and the client should look for the leader).
+set. A follower's answers: an offset below its log start or past its log end is
+OFFSET_OUT_OF_RANGE (the client asks the leader again: KIP-392's out-of-range handling);
+between its high watermark and its log end the answer is empty (the follower has the records
+but does not know yet that they are committed) and long-polls until its high watermark moves.
+One exception: past the log end, a consumer that sent no leader epoch gets an empty answer,
+not OFFSET_OUT_OF_RANGE (a client without KIP-320, sent here by stale metadata, would reset
+its position; it retries until its metadata is refreshed: the problem of KAFKA-14255, whose
+apache/kafka#12734 proposed this answer for v11; Moldau gives it at every version).
+
+Fetch v4-10 and every ListOffsets go to the leader only (NOT_LEADER_OR_FOLLOWER with the
+KIP-951 hint), and so do, stricter than Kafka, fetches to a fenced broker or for a partition
+without a leader (such a replica no longer replicates: the client should find the leader), and
+a long poll that began on the leader when leadership moves while it waits
+(:attr:`ConsumerFetch.leader_only`).
 """
 
 from __future__ import annotations
