@@ -354,7 +354,18 @@ def test_confluent_kafka_reads_from_the_rack_c_follower_and_falls_back_to_the_le
         assert read == sent
         assert cluster.partition_state(topic, 0)["leader"] == 1  # still the leader
 
-        # Stop the rack-c broker: the consumer falls back to the leader and keeps reading
+        # Moldau's consumer too reads from broker 3 before it stops, and from the leader after.
+        from moldau.client.sync import SyncConsumer
+        from moldau.client.types import TopicPartition
+
+        own = SyncConsumer({"bootstrap.servers": cluster.bootstrap(), "client.rack": "c",
+                            "auto.offset.reset": "earliest"})
+        own.assign([(topic, 0)])
+        own_state = own._client.subscription.state(TopicPartition(topic, 0))
+        own_read = read_moldau(own, 2000)
+        assert own_read == sent and own_state.preferred_replica == 3
+
+        # Stop the rack-c broker: the consumers fall back to the leader and keep reading
         # what was written before and after.
         more = [f"{i:06d}".encode() for i in range(2000, 2300)]
         produce(cluster, topic, more[:150])
@@ -363,8 +374,20 @@ def test_confluent_kafka_reads_from_the_rack_c_follower_and_falls_back_to_the_le
         assert consumer.read_until(2300) == sent + more
         consumer.read_until(0, 30, until=lambda: consumer.fetching_from(topic) == 1)
         assert consumer.fetching_from(topic) == 1, "librdkafka fetching from the leader"
+        assert own_read + read_moldau(own, 300) == sent + more
+        assert own_state.preferred_replica == -1
+        own.close()
     finally:
         consumer.close()
+
+
+def read_moldau(consumer: Any, count: int, timeout: float = 90.0) -> list[bytes]:
+    """The next ``count`` values a moldau SyncConsumer returns."""
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < count and time.monotonic() < deadline:
+        got += [r.value for r in consumer.poll(1.0)]
+    return got
 
 
 async def moldau_consumer_read(cluster: BrokerCluster, topic: str, count: int
