@@ -277,11 +277,13 @@ class Partition:
         return info
 
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
-        """Follower: high watermark = min(leader's, own log end offset)."""
+        """Follower: high watermark = min(leader's, own log end offset). A move wakes the
+        long polls of consumers reading from this follower (KIP-392)."""
         log = self.log
         target = min(leader_high_watermark, log.log_end_offset)
         if target > log.high_watermark:
             log.update_high_watermark(target)
+            self.purgatory.notify(self.key)
 
     @property
     def last_stable_offset(self) -> int:

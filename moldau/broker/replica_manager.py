@@ -541,36 +541,3 @@ class ReplicaManager:
                 return ErrorCode.none
             if not await self.purgatory.wait([(topic, index)], deadline - time.monotonic()):
                 return ErrorCode.request_timed_out
-
-    # --- fetch ---------------------------------------------------------------------------
-    def read_for_fetch(self, plan: list[tuple[Any, list[Any]]], max_bytes: int,
-                       committed: bool) -> FetchRead:
-        total = 0
-        has_error = False
-        topics = []
-        for key, targets in plan:
-            entries = []
-            for t in targets:
-                partition = self.leader_partition(t.topic, t.partition, t.current_leader_epoch,
-                                                  unknown_id=t.unknown_id)
-                if isinstance(partition, ErrorCode):
-                    has_error = True
-                    hint = None
-                    if partition in (ErrorCode.not_leader_or_follower,
-                                     ErrorCode.fenced_leader_epoch):
-                        hint = self.current_leader(t.topic, t.partition)
-                    entries.append(error_entry(t.partition, partition, hint))
-                    continue
-                budget = min(t.max_bytes, max_bytes - total)
-                read = partition.read(t.fetch_offset, max(budget, 0), committed,
-                                      min_one=total == 0)
-                if read.error != ErrorCode.none:
-                    has_error = True
-                size = len(read.records) if read.records is not None else 0
-                total += size
-                entries.append(FetchPartitionData(
-                    t.partition, read.error, read.high_watermark, read.last_stable_offset,
-                    read.log_start_offset, read.aborted, -1,
-                    read.records if read.records is not None else b""))
-            topics.append((key, entries))
-        return FetchRead(topics, total, has_error)

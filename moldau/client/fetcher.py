@@ -96,8 +96,9 @@ class Fetcher:
             if leader < 0:
                 unknown_leader = True
                 continue
-            if leader not in self._busy_nodes:
-                by_node.setdefault(leader, []).append(state)
+            node = self._read_replica(state, leader, now)
+            if node not in self._busy_nodes:
+                by_node.setdefault(node, []).append(state)
         if unknown_leader or (self.cluster.metadata_stale() and not self._refreshing):
             self.cluster.add_topics(self.subs.topics())
             self._refreshing = True
@@ -110,6 +111,24 @@ class Fetcher:
             spawn(self._tasks,
                   self._fetch(node, [(s, s.generation, s.fetch_offset) for s in states]))
         return retry_in
+
+    def _read_replica(self, state: PartitionState, leader: int, now: float) -> int:
+        """The broker to fetch ``state`` from: the preferred read replica the leader named
+        (KIP-392) while it is fresh and known to the metadata, else the leader."""
+        preferred = state.preferred_replica
+        if preferred < 0:
+            return leader
+        if now >= state.preferred_until or preferred not in self.cluster.brokers:
+            state.preferred_replica = -1
+            return leader
+        return preferred
+
+    @staticmethod
+    def _forget_replica(state: PartitionState) -> bool:
+        """Go back to the leader (an error from the preferred replica); True if one was set."""
+        had = state.preferred_replica >= 0
+        state.preferred_replica = -1
+        return had
 
     async def _refresh(self) -> None:
         try:
@@ -239,6 +258,8 @@ class Fetcher:
             retriable = getattr(exc, "retriable", False)
             if not retriable:
                 log.warning("fetch from broker %s failed: %s", node, exc)
+            for s in states:
+                self._forget_replica(s)
             self._backoff([s.tp for s in states], exc, refresh=True)
             if not retriable:
                 for s in states:
@@ -280,6 +301,16 @@ class Fetcher:
                 if state is None or state.generation != generations.get(tp):
                     continue  # unassigned or seeked while the fetch was in flight
                 code = p.error_code
+                preferred = getattr(p, "preferred_read_replica", -1)
+                if code == ErrorCode.none and preferred >= 0:
+                    # The leader names a replica to read from (client.rack): no records.
+                    state.preferred_replica = preferred
+                    state.preferred_until = (time.monotonic()
+                                             + self.config["metadata.max.age.ms"] / 1000)
+                    continue
+                if code != ErrorCode.none and self._forget_replica(state) \
+                        and code == ErrorCode.offset_out_of_range:
+                    continue  # a follower behind the offset: ask the leader (KIP-392)
                 if code == ErrorCode.none:
                     state.high_watermark = p.high_watermark
                     state.last_stable_offset = getattr(p, "last_stable_offset", -1)

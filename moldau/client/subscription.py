@@ -59,6 +59,11 @@ class PartitionState:
     error: BaseException | None = None
     aborted_pids: set[int] = field(default_factory=set)
     retry_after: float = 0.0
+    # The replica the leader told this consumer to read from (KIP-392 preferred read
+    # replica; -1: the leader) and until when (monotonic seconds: metadata.max.age.ms, as
+    # the Java client).
+    preferred_replica: int = -1
+    preferred_until: float = 0.0
 
     def clear_buffer(self) -> None:
         self.buffer.clear()

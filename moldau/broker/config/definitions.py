@@ -207,6 +207,19 @@ BROKER_CONFIGS: list[ConfigDef] = [
     ConfigDef("replica.socket.timeout.ms", "int", 30000,
               "How long a follower waits for an answer to a fetch before it closes the "
               "connection and backs off.", [at_least(1)]),
+    # --- fetch from the closest replica (KIP-392) -----------------------------------------
+    ConfigDef("replica.selector.class", "string", None,
+              "How a partition leader picks the replica a consumer should read from (the "
+              "Fetch answer's preferred_read_replica); null: always the leader. "
+              "org.apache.kafka.common.replica.RackAwareReplicaSelector (or rack-aware): an "
+              "in-sync replica whose broker.rack is the consumer's client.rack (the leader "
+              "when it is in that rack). Followers serve consumers' fetches (v11+) up to "
+              "their high watermark whatever this says.",
+              [one_of("org.apache.kafka.common.replica.RackAwareReplicaSelector",
+                      "rack-aware", case_sensitive=True)],
+              nullable=True,
+              kafka="a class name: only Kafka's RackAwareReplicaSelector (or Moldau's short "
+                    "name rack-aware) is accepted; other classes are a config error"),
     # --- groups and offsets ---------------------------------------------------------------
     ConfigDef("offsets.topic.num.partitions", "int", 50,
               "Partitions of __consumer_offsets.", [at_least(1)]),

@@ -32,13 +32,17 @@ for partitions the metadata does not know, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_
 stale or future epoch, and NOT_LEADER_OR_FOLLOWER where this broker does not lead the
 partition. Error answers carry no data and no offsets; every code is retriable, so a
 misconfigured follower backs off instead of failing hard.
-Left out: preferred read replicas (KIP-392) and diverging-epoch answers (``last_fetched_epoch``,
+Consumers' fetches v11+ may be served by a follower, up to its high watermark, and the
+leader with ``replica.selector.class`` set may answer with a ``preferred_read_replica`` in the
+consumer's ``rack_id`` instead of records (KIP-392; :mod:`moldau.broker.replication.read_replica`).
+Left out: diverging-epoch answers (``last_fetched_epoch``,
 for consumers and followers alike: followers truncate with OffsetsForLeaderEpoch before they
 fetch under a new leader epoch instead, KIP-101/279).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -50,7 +54,18 @@ from ...protocol.entities import to_ms
 from ...protocol.errors import ErrorCode
 from ..dispatch import RawResponse, RequestContext, handler
 from ..replica_manager import FetchRead, FetchTarget, ReplicaManager
-from ..replication.leader import read_for_follower, record_follower_fetches
+from ..replication.leader import (
+    has_new_high_watermark,
+    note_sent_high_watermarks,
+    read_for_follower,
+    record_follower_fetches,
+)
+from ..replication.read_replica import (
+    ConsumerFetch,
+    read_for_consumer,
+    redirects,
+    selector_for,
+)
 from .metadata import leader_endpoints
 
 # kio reads the all-zero topic id as None; Kafka looks it up like any other id (no topic has
@@ -112,13 +127,25 @@ def _follower_fetch(ctx: RequestContext, request: Any, replica_id: int) -> Any:
     def read() -> FetchRead:
         return read_for_follower(manager, replica_id, plan, max_bytes, refuse)
 
+    prompt = ctx.broker.config["replica.selector.class"] is not None
+
+    def done(answer: FetchRead) -> bool:
+        if answer.total_bytes >= request.min_bytes or answer.has_error:
+            return True
+        return prompt and has_new_high_watermark(manager, replica_id, plan, answer)
+
+    def sent(answer: FetchRead) -> None:
+        if prompt:
+            note_sent_high_watermarks(manager, replica_id, plan, answer)
+
     first = read()
     max_wait_ms = to_ms(request.max_wait)
-    if first.total_bytes >= request.min_bytes or max_wait_ms <= 0 or first.has_error:
+    if max_wait_ms <= 0 or done(first):
+        sent(first)
         return RawResponse(encode_fetch_response(ctx.version, first.topics))
     keys = [(t.topic, t.partition) for _, targets in plan for t in targets]
     waiter = manager.purgatory.watch(keys)
-    return _long_poll(ctx, keys, waiter, read, request.min_bytes, max_wait_ms)
+    return _long_poll(ctx, keys, waiter, read, done, max_wait_ms, sent)
 
 
 def _respond(ctx: RequestContext, topics: list[Any]) -> RawResponse:
@@ -143,29 +170,46 @@ def handle_fetch(ctx: RequestContext, request: Any) -> Any:
     if replica_id >= 0:
         return _follower_fetch(ctx, request, replica_id)
     plan = _targets(ctx, request)
-    committed = getattr(request, "isolation_level", 0) == 1
+    consumer = ConsumerFetch(
+        version, getattr(request, "rack_id", "") or "", ctx.listener,
+        getattr(request, "isolation_level", 0) == 1,
+        selector_for(ctx.broker.config["replica.selector.class"]))
     max_bytes = getattr(request, "max_bytes", 0x7FFFFFFF)
-    read = manager.read_for_fetch(plan, max_bytes, committed)
+
+    read = read_for_consumer(manager, plan, max_bytes, consumer, manager.time_ms())
     max_wait_ms = to_ms(request.max_wait)
-    if read.total_bytes >= request.min_bytes or max_wait_ms <= 0 or read.has_error:
+    if read.total_bytes >= request.min_bytes or max_wait_ms <= 0 or read.has_error \
+            or redirects(read):
         return _respond(ctx, read.topics)
+    parked = dataclasses.replace(consumer, leader_only=frozenset(
+        (t.topic, t.partition) for _, targets in plan for t in targets
+        if t.topic is not None and manager.leads(t.topic, t.partition)))
+
+    def read_again() -> FetchRead:
+        return read_for_consumer(manager, plan, max_bytes, parked, manager.time_ms())
+
     # Registered now, not when the long poll's task first runs: an append in between
     # (another connection's produce in the same loop turn) must wake it.
     keys = [(t.topic, t.partition) for _, targets in plan for t in targets]
     waiter = manager.purgatory.watch(keys)
-    return _long_poll(ctx, keys, waiter,
-                      lambda: manager.read_for_fetch(plan, max_bytes, committed),
-                      request.min_bytes, max_wait_ms)
+    return _long_poll(ctx, keys, waiter, read_again,
+                      lambda r: r.total_bytes >= request.min_bytes or r.has_error
+                      or redirects(r), max_wait_ms)
 
 
 async def _long_poll(ctx: RequestContext, keys: list[Any], waiter: Any,
-                     read_again: Callable[[], FetchRead], min_bytes: int,
-                     max_wait_ms: int) -> RawResponse:
+                     read_again: Callable[[], FetchRead], done: Callable[[FetchRead], bool],
+                     max_wait_ms: int,
+                     sent: Callable[[FetchRead], None] | None = None) -> RawResponse:
+    """Wait for an event on ``keys`` (appends, high watermark moves, leadership changes),
+    read again, and answer once ``done`` says so or ``max_wait_ms`` passed."""
     purgatory = ctx.broker.replica_manager.purgatory
     deadline = time.monotonic() + max_wait_ms / 1000
     while True:
         woke = await purgatory.wait_on(keys, waiter, deadline - time.monotonic())
         read = read_again()
-        if not woke or read.total_bytes >= min_bytes or read.has_error:
+        if not woke or done(read):
+            if sent is not None:
+                sent(read)
             return _respond(ctx, read.topics)
         waiter = purgatory.watch(keys)  # in the same step as the read, for the same reason

@@ -75,3 +75,36 @@ def read_for_follower(manager: ReplicaManager, replica_id: int,
                 read.records if read.records is not None else b""))
         topics.append((key, entries))
     return FetchRead(topics, total, has_error)
+
+
+def _progress_entries(manager: ReplicaManager, replica_id: int,
+                      plan: list[tuple[Any, list[FetchTarget]]], read: FetchRead) -> Any:
+    """(progress of ``replica_id``, answer entry) per partition answered without error."""
+    for (_key, targets), (_k, entries) in zip(plan, read.topics, strict=True):
+        for t, entry in zip(targets, entries, strict=True):
+            if entry.error_code != ErrorCode.none:
+                continue
+            partition = manager.get(t.topic, t.partition)
+            progress = partition.followers.get(replica_id) if partition is not None else None
+            if progress is not None:
+                yield progress, entry
+
+
+def has_new_high_watermark(manager: ReplicaManager, replica_id: int,
+                           plan: list[tuple[Any, list[FetchTarget]]], read: FetchRead) -> bool:
+    """Whether ``read`` carries a high watermark ``replica_id`` has not been sent yet: with
+    consumers reading from followers (KIP-392) the leader answers at once rather than after
+    ``replica.fetch.wait.max.ms``, so a follower's high watermark, and what its consumers may
+    read, trails the leader's by one round trip (Kafka 2.4's rule; Kafka 2.6 dropped it,
+    KAFKA-9952, for the extra fetches on busy clusters: Moldau keeps it only while
+    ``replica.selector.class`` is set)."""
+    return any(entry.high_watermark > progress.last_sent_high_watermark
+               for progress, entry in _progress_entries(manager, replica_id, plan, read))
+
+
+def note_sent_high_watermarks(manager: ReplicaManager, replica_id: int,
+                              plan: list[tuple[Any, list[FetchTarget]]], read: FetchRead) -> None:
+    """Remember the high watermarks an answer to ``replica_id`` carries."""
+    for progress, entry in _progress_entries(manager, replica_id, plan, read):
+        progress.last_sent_high_watermark = max(progress.last_sent_high_watermark,
+                                                entry.high_watermark)

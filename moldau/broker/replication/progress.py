@@ -44,6 +44,9 @@ class ReplicaProgress:
     last_fetch_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
     last_caught_up_time_ms: int = 0
+    #: The high watermark the leader last sent this follower (-1: none yet); with
+    #: ``replica.selector.class`` set a newer one is sent at once (:mod:`.read_replica`).
+    last_sent_high_watermark: int = UNKNOWN_OFFSET
 
 
 def new_leader_progress(broker_id: int, *, in_isr: bool, now_ms: int) -> ReplicaProgress:
