@@ -8,6 +8,7 @@ not turn into an error code or a clean disconnect) makes libFuzzer exit non-zero
 from __future__ import annotations
 
 import re
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,16 @@ def seed_dir(tmp_path: Path) -> Path:
     return out
 
 
+def rss_limit_mb(growth_mb: int = 2048) -> int:
+    """libFuzzer's out-of-memory limit for a child of this process: ``growth_mb`` (its
+    default limit) above the peak RSS the child inherits. libFuzzer reads the peak from
+    getrusage, and Linux carries the parent's peak over into a child started with vfork and
+    exec (as subprocess does): a pytest process that once held 4 GB made the fuzzer report
+    out-of-memory before its first input."""
+    inherited_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    return inherited_mb + growth_mb
+
+
 def test_fuzz_frames_and_batches(tmp_path: Path) -> None:
     work = tmp_path / "corpus"
     work.mkdir()
@@ -38,6 +49,7 @@ def test_fuzz_frames_and_batches(tmp_path: Path) -> None:
     assert len(list(seeds.iterdir())) > 150
     proc = subprocess.run(
         [sys.executable, str(HERE / "fuzz_frames.py"), f"-runs={RUNS}", "-max_len=4096",
+         f"-rss_limit_mb={rss_limit_mb()}",
          "-seed=1", str(work), str(HERE / "corpus"), str(seeds)],
         capture_output=True, text=True, timeout=600,
     )
