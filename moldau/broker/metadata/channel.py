@@ -97,3 +97,10 @@ class ControllerChannel(Protocol):
         """ISR changes of partitions ``broker_id`` leads (AlterPartition); one result per
         change, in order."""
         ...
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], Outcome]:
+        """ElectLeaders (PREFERRED 0 / UNCLEAN 1) of ``partitions`` (None: all); an outcome
+        per partition (see :mod:`.leader_election`)."""
+        ...

@@ -29,6 +29,7 @@ from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
 from .configs import validate_broker_changes
 from .image import MetadataImage
 from .isr_change import IsrChange, IsrChangeResult, partition_state_of, plan_isr_changes
+from .leader_election import Results, plan_elections
 from .log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC
 from .records import (
     BROKER_RESOURCE,
@@ -430,6 +431,22 @@ class Controller:
             return [partition_state_of(self.image, change.topic_id, change.partition,
                                        *(problem or failed or (ErrorCode.none, None)))
                     for change, problem in zip(changes, problems, strict=True)]
+
+        return await self._one_at_a_time(run)
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, int]] | None) -> Results:
+        """ElectLeaders: PREFERRED or UNCLEAN elections of ``partitions`` (None: all), planned
+        and answered by :mod:`.leader_election`, committed as one batch."""
+
+        async def run() -> Results:
+            plan = plan_elections(self.image, election_type, partitions,
+                                  self.ineligible_replicas)
+            failed = await self._try_commit(plan.records)
+            if failed is not None:
+                return {tp: failed if code == ErrorCode.none else (code, message)
+                        for tp, (code, message) in plan.results.items()}
+            return plan.results
 
         return await self._one_at_a_time(run)
 
