@@ -1,0 +1,201 @@
+"""Preferred-leader election after a rolling restart (issue 13, acceptance 5, second half), on
+three real ``moldau serve`` brokers and a real ZooKeeper, with real clients.
+
+A rolling restart (each broker in turn stopped with SIGTERM — a controlled shutdown — and
+started again once the previous one is back in every ISR) leaves the leaders bunched on the
+brokers that stayed up: the last broker restarted leads nothing. Then, with
+``auto.leader.rebalance.enable=false``, confluent-kafka's ``AdminClient.elect_leaders``
+(ElectLeaders, PREFERRED) gives one topic's partitions back to their preferred replica (the
+first of each assignment), and ``moldau leader-election --election-type PREFERRED
+--all-topic-partitions`` (run as a user runs it) the rest; the tool prints Kafka's lines, and
+a partition whose preferred replica is down, or one that does not exist, fails with Kafka's
+error. With the automatic rebalance on and a short ``leader.imbalance.check.interval.seconds``
+the controller restores the leaders by itself.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+from moldau.testing.cluster import BrokerCluster
+from moldau.testing.waiting import wait_for
+
+from .conftest import ClusterFactory
+
+TIMEOUT = 120
+PARTITIONS = 6
+
+
+def tool(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``moldau ARGS`` to completion, as a user does."""
+    return subprocess.run([sys.executable, "-m", "moldau", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT, check=False)
+
+
+def admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_rf3_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(bootstrap)
+    client.create_topics([NewTopic(topic, partitions, 3)], operation_timeout=30)[topic].result(60)
+
+
+def produce(bootstrap: str, topic: str, count: int, tag: str) -> None:
+    """``count`` acks=all records to every partition; each must be acknowledged."""
+    from confluent_kafka import Producer
+
+    errors: list[Any] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5})
+    for partition in range(PARTITIONS):
+        for i in range(count):
+            producer.produce(topic, f"{tag}-{partition}-{i}".encode(), partition=partition,
+                             on_delivery=lambda err, _msg: err and errors.append(err))
+    assert producer.flush(60) == 0
+    assert errors == []
+
+
+def preferred(cluster: BrokerCluster, topic: str) -> dict[int, int]:
+    """Partition -> preferred replica (first of the assignment in ``/brokers/topics/<t>``)."""
+    assignment = cluster.read_json(f"/brokers/topics/{topic}")
+    return {int(p): replicas[0] for p, replicas in assignment["partitions"].items()}
+
+
+def in_sync(cluster: BrokerCluster, topics: list[str]) -> bool:
+    """Whether every partition of ``topics`` has all three replicas in its ISR."""
+    for topic in topics:
+        for p in range(PARTITIONS):
+            state = cluster.partition_state(topic, p)
+            if state is None or len(state["isr"]) != 3:
+                return False
+    return True
+
+
+def rolling_restart(cluster: BrokerCluster, topics: list[str]) -> None:
+    """Stop (SIGTERM) and start each broker in turn, each time waiting until it is back in
+    every ISR, as an operator does."""
+    for broker in sorted(cluster.brokers):
+        assert cluster.stop_broker(broker) == 0
+        assert all(leader != broker for t in topics for leader in cluster.leaders(t).values()), (
+            f"broker {broker} still leads after its controlled shutdown")
+        cluster.restart(broker)
+        wait_for(lambda: in_sync(cluster, topics), TIMEOUT, f"broker {broker} back in the ISRs",
+                 interval=0.2)
+
+
+def metadata_leaders(bootstrap: str, topic: str) -> dict[int, int]:
+    metadata = admin(bootstrap).list_topics(topic, timeout=30)
+    return {p.id: p.leader for p in metadata.topics[topic].partitions.values()}
+
+
+def restored(cluster: BrokerCluster, topic: str) -> bool:
+    """Every partition of ``topic`` led by its preferred replica, in ZooKeeper and in the
+    Metadata every broker answers."""
+    want = preferred(cluster, topic)
+    if cluster.leaders(topic) != want:
+        return False
+    return all(metadata_leaders(cluster.broker(b).address(), topic) == want
+               for b in sorted(cluster.brokers))
+
+
+def test_preferred_election_by_admin_client_and_tool_restores_leaders_after_a_rolling_restart(
+        cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(3, settings={"auto.leader.rebalance.enable": "false"})
+    bootstrap = cluster.bootstrap()
+    by_client, by_tool = (f"{name}-{uuid.uuid4().hex[:6]}" for name in ("client", "tool"))
+    for topic in (by_client, by_tool):
+        create_rf3_topic(bootstrap, topic)
+        wait_for(lambda t=topic: in_sync(cluster, [t]), TIMEOUT, f"{topic} in sync")
+        assert cluster.leaders(topic) == preferred(cluster, topic)
+        assert set(preferred(cluster, topic).values()) == {1, 2, 3}  # spread over brokers
+        produce(bootstrap, topic, 20, "before")
+
+    rolling_restart(cluster, [by_client, by_tool])
+    last = max(cluster.brokers)
+    for topic in (by_client, by_tool):
+        leaders = cluster.leaders(topic)
+        assert last not in leaders.values(), f"bunched leaders expected, got {leaders}"
+        assert leaders != preferred(cluster, topic)
+
+    # a real client's admin API: confluent-kafka's AdminClient.elect_leaders
+    from confluent_kafka import ElectionType, TopicPartition
+
+    moved = {p for p, leader in cluster.leaders(by_client).items()
+             if leader != preferred(cluster, by_client)[p]}
+    client = admin(bootstrap)  # kept: a dropped client ends its pending futures
+    future = client.elect_leaders(
+        ElectionType.PREFERRED, [TopicPartition(by_client, p) for p in range(PARTITIONS)])
+    results = future.result(60)
+    elected = {tp.partition for tp, err in results.items() if err is None}
+    not_needed = {tp.partition for tp, err in results.items()
+                  if err is not None and err.name() == "ELECTION_NOT_NEEDED"}
+    assert elected == moved
+    assert not_needed == set(range(PARTITIONS)) - moved
+    wait_for(lambda: restored(cluster, by_client), 60, f"{by_client} leaders restored",
+             interval=0.2)
+    assert cluster.leaders(by_tool) != preferred(cluster, by_tool)  # untouched so far
+
+    # the tool, as kafka-leader-election.sh
+    moved = {p for p, leader in cluster.leaders(by_tool).items()
+             if leader != preferred(cluster, by_tool)[p]}
+    result = tool("leader-election", "--bootstrap-server", bootstrap, "--election-type",
+                  "preferred", "--all-topic-partitions")
+    assert result.returncode == 0, result.stderr
+    expected = ", ".join(f"{by_tool}-{p}" for p in sorted(moved))
+    assert f"Successfully completed leader election (PREFERRED) for partitions {expected}" \
+        in result.stdout.splitlines(), result.stdout
+    wait_for(lambda: restored(cluster, by_tool), 60, f"{by_tool} leaders restored",
+             interval=0.2)
+    produce(bootstrap, by_tool, 5, "after")
+
+    # nothing left to do: one partition named answers "Valid replica already elected"
+    result = tool("leader-election", "--bootstrap-server", bootstrap, "--election-type",
+                  "PREFERRED", "--topic", by_tool, "--partition", "0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"Valid replica already elected for partitions {by_tool}-0"]
+
+    # errors: a partition that does not exist; a preferred replica that is down
+    result = tool("leader-election", "--bootstrap-server", bootstrap, "--election-type",
+                  "PREFERRED", "--topic", by_tool, "--partition", "99")
+    assert result.returncode == 1
+    assert result.stdout.startswith(
+        f"Error completing leader election (PREFERRED) for partition: {by_tool}-99: "
+        "org.apache.kafka.common.errors.UnknownTopicOrPartitionException"), result.stdout
+    assert "1 replica(s) could not be elected" in result.stderr
+
+    partition = next(p for p, b in preferred(cluster, by_tool).items() if b == last)
+    assert cluster.stop_broker(last) == 0
+    try:
+        survivors = cluster.bootstrap(ids=[b for b in sorted(cluster.brokers) if b != last])
+        result = tool("leader-election", "--bootstrap-server", survivors, "--election-type",
+                      "PREFERRED", "--topic", by_tool, "--partition", str(partition))
+        assert result.returncode == 1
+        assert result.stdout.startswith(
+            f"Error completing leader election (PREFERRED) for partition: {by_tool}-"
+            f"{partition}: org.apache.kafka.common.errors.PreferredLeaderNotAvailableException"
+        ), result.stdout
+    finally:
+        cluster.restart(last)
+
+
+def test_auto_leader_rebalance_restores_leaders_after_a_rolling_restart(
+        cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(3, settings={"leader.imbalance.check.interval.seconds": "2"})
+    bootstrap = cluster.bootstrap()
+    topic = f"auto-{uuid.uuid4().hex[:6]}"
+    create_rf3_topic(bootstrap, topic)
+    wait_for(lambda: in_sync(cluster, [topic]), TIMEOUT, f"{topic} in sync")
+    produce(bootstrap, topic, 20, "before")
+    rolling_restart(cluster, [topic])
+    wait_for(lambda: restored(cluster, topic), 60, "the controller's automatic rebalance",
+             interval=0.2)
+    produce(bootstrap, topic, 5, "after")
