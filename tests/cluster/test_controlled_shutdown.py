@@ -1,0 +1,143 @@
+"""Controlled shutdown under load (issue 13, acceptance 3, second half), on three real
+``moldau serve`` brokers and a real ZooKeeper, with a real confluent-kafka producer.
+
+An idempotent acks=all producer sends continuously to a topic with replication factor 3 and
+``min.insync.replicas=2``. The broker leading its partitions gets SIGTERM: before it exits it
+asks the controller (ControlledShutdown) to move leadership of its partitions to another
+in-sync replica. The test measures the time from SIGTERM to the Metadata of a surviving broker
+naming a new leader (printed; docs/operations.md records it: well under 2 s on an idle
+machine), with a generous bound since the machine is shared; and no delivery error reaches the
+application: every delivery callback succeeds and every value is read back exactly once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+from moldau.testing.waiting import wait_for
+
+from .conftest import ClusterFactory
+
+PARTITIONS = 3
+#: A generous bound for a loaded machine; the issue's target is 2 s (measured: see the output
+#: and docs/operations.md, "Controlled shutdown").
+MOVE_BOUND_S = 10.0
+
+
+class ContinuousProducer(threading.Thread):
+    """An idempotent acks=all confluent-kafka producer sending unique values round-robin
+    over the partitions until stopped; keeps every delivery result."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 2,
+                                  "delivery.timeout.ms": 120000})
+        self.sent: list[str] = []
+        self.delivered: list[str] = []
+        self.errors: list[Any] = []
+        self.halt = threading.Event()
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(err)
+        else:
+            self.delivered.append(msg.value().decode())
+
+    def run(self) -> None:
+        i = 0
+        while not self.halt.is_set():
+            value = f"v-{i}"
+            self.producer.produce(self.topic, value.encode(), partition=i % PARTITIONS,
+                                  on_delivery=self._on_delivery)
+            self.sent.append(value)
+            i += 1
+            self.producer.poll(0.002)
+        self.remaining = self.producer.flush(120)
+
+
+def metadata_leader(bootstrap: str, topic: str, partition: int) -> int:
+    from confluent_kafka.admin import AdminClient
+
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return metadata.topics[topic].partitions[partition].leader
+
+
+def read_all(bootstrap: str, topic: str, count: int) -> list[str]:
+    """Every value of ``topic`` (by assignment, from the start) until ``count`` are read."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    values: list[str] = []
+    deadline = time.monotonic() + 120
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 1.0):
+                if msg.error() is None:
+                    values.append(msg.value().decode())
+    finally:
+        consumer.close()
+    return values
+
+
+def test_controlled_shutdown_moves_leadership_fast_with_no_error_reaching_the_producer(
+        cluster_factory: ClusterFactory) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = cluster_factory(3, settings={"auto.leader.rebalance.enable": "false"})
+    bootstrap = cluster.bootstrap()
+    topic = f"cs-{uuid.uuid4().hex[:6]}"
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    client.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+                         operation_timeout=30)[topic].result(60)
+
+    def in_sync() -> bool:
+        states = [cluster.partition_state(topic, p) for p in range(PARTITIONS)]
+        return all(s is not None and len(s["isr"]) == 3 for s in states)
+
+    wait_for(in_sync, 120, f"{topic} fully in sync", interval=0.2)
+    victim = cluster.leaders(topic)[0]
+    survivors = cluster.bootstrap(ids=[b for b in sorted(cluster.brokers) if b != victim])
+    watch = cluster.broker(next(b for b in sorted(cluster.brokers) if b != victim)).address()
+
+    producer = ContinuousProducer(bootstrap, topic)
+    producer.start()
+    try:
+        wait_for(lambda: len(producer.delivered) >= 500, 60, "500 records delivered")
+        sigterm_at = time.monotonic()
+        cluster.broker(victim).terminate()
+        new_leader = wait_for(
+            lambda: (lambda leader: leader if leader not in (victim, -1) else None)(
+                metadata_leader(watch, topic, 0)), 60, "a new leader in Metadata",
+            interval=0.01)
+        moved_s = time.monotonic() - sigterm_at
+        assert cluster.broker(victim).wait_stopped(60) == 0
+        exited_s = time.monotonic() - sigterm_at
+        delivered_at_exit = len(producer.delivered)
+        wait_for(lambda: len(producer.delivered) >= delivered_at_exit + 500, 60,
+                 "500 more records delivered after the shutdown")
+    finally:
+        producer.halt.set()
+        producer.join(180)
+    print(f"controlled shutdown of broker {victim}: Metadata named leader {new_leader} "
+          f"{moved_s * 1000:.0f} ms after SIGTERM; the broker exited after "
+          f"{exited_s * 1000:.0f} ms; {len(producer.sent)} records sent")
+    assert moved_s < MOVE_BOUND_S, f"leadership moved {moved_s:.2f} s after SIGTERM"
+    assert producer.remaining == 0
+    assert producer.errors == [], producer.errors[:5]
+    assert sorted(producer.delivered) == sorted(producer.sent)
+    assert all(leader != victim for leader in cluster.leaders(topic).values())
+
+    values = read_all(survivors, topic, len(producer.sent))
+    duplicates = [v for v, n in Counter(values).items() if n > 1]
+    assert duplicates == []
+    assert set(values) == set(producer.sent)
