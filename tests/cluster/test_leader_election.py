@@ -10,17 +10,23 @@ first of each assignment), and ``moldau leader-election --election-type PREFERRE
 --all-topic-partitions`` (run as a user runs it) the rest; the tool prints Kafka's lines, and
 a partition whose preferred replica is down, or one that does not exist, fails with Kafka's
 error. With the automatic rebalance on and a short ``leader.imbalance.check.interval.seconds``
-the controller restores the leaders by itself.
+the controller restores the leaders by itself. A single node (no ZooKeeper) has nothing to
+elect: ELECTION_NOT_NEEDED.
 """
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
+from moldau.client import BrokerConnection
+from moldau.protocol.api_keys import ApiKey
 from moldau.testing.cluster import BrokerCluster
+from moldau.testing.runner import BrokerProcess
 from moldau.testing.waiting import wait_for
 
 from .conftest import ClusterFactory
@@ -91,6 +97,28 @@ def rolling_restart(cluster: BrokerCluster, topics: list[str]) -> None:
                  interval=0.2)
 
 
+def elect_through(address: str, topic: str, partition: int) -> tuple[int, int]:
+    """ElectLeaders (v2, PREFERRED) of one partition sent to the broker at ``address``;
+    (top-level error, the partition's error)."""
+    host, port = address.rsplit(":", 1)
+
+    async def go() -> tuple[int, int]:
+        conn = BrokerConnection(host, int(port), client_id="elect-test")
+        await conn.connect()
+        try:
+            answer = await conn.request(ApiKey.ELECT_LEADERS, {
+                "election_type": 0, "timeout": 30000,
+                "topic_partitions": [{"topic": topic, "partitions": [partition]}]}, version=2)
+        finally:
+            conn.close()
+            await conn.wait_closed()
+        (result,) = answer.replica_election_results
+        (partition_result,) = result.partition_result
+        return int(answer.error_code), int(partition_result.error_code)
+
+    return asyncio.run(go())
+
+
 def metadata_leaders(bootstrap: str, topic: str) -> dict[int, int]:
     metadata = admin(bootstrap).list_topics(topic, timeout=30)
     return {p.id: p.leader for p in metadata.topics[topic].partitions.values()}
@@ -130,6 +158,28 @@ def test_preferred_election_by_admin_client_and_tool_restores_leaders_after_a_ro
 
     moved = {p for p, leader in cluster.leaders(by_client).items()
              if leader != preferred(cluster, by_client)[p]}
+    # one partition through a broker that is not the controller: forwarded to it
+    first = min(moved)
+    controller = cluster.wait_controller(30)
+    other = next(b for b in sorted(cluster.brokers) if b != controller)
+    assert elect_through(cluster.broker(other).address(), by_client, first) == (0, 0)
+    wait_for(lambda: cluster.leaders(by_client)[first] == preferred(cluster, by_client)[first],
+             30, "the forwarded election")
+    moved.discard(first)
+    # kafka-python's KafkaAdminClient.elect_leaders: another partition
+    from kafka.admin import KafkaAdminClient
+
+    second = min(moved)
+    python_admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        response = python_admin.elect_leaders(0, {by_client: [second]})
+    finally:
+        python_admin.close()
+    assert [(r.topic, p.partition_id, p.error_code) for r in response.replica_election_results
+            for p in r.partition_result] == [(by_client, second, 0)]
+    wait_for(lambda: cluster.leaders(by_client)[second]
+             == preferred(cluster, by_client)[second], 30, "kafka-python's election")
+    moved.discard(second)
     client = admin(bootstrap)  # kept: a dropped client ends its pending futures
     future = client.elect_leaders(
         ElectionType.PREFERRED, [TopicPartition(by_client, p) for p in range(PARTITIONS)])
@@ -199,3 +249,26 @@ def test_auto_leader_rebalance_restores_leaders_after_a_rolling_restart(
     wait_for(lambda: restored(cluster, topic), 60, "the controller's automatic rebalance",
              interval=0.2)
     produce(bootstrap, topic, 5, "after")
+
+
+def test_a_single_node_has_nothing_to_elect(tmp_path: Path) -> None:
+    with BrokerProcess(tmp_path / "single") as broker:
+        bootstrap = broker.bootstrap
+        topic = f"single-{uuid.uuid4().hex[:6]}"
+        from confluent_kafka.admin import NewTopic
+
+        client = admin(bootstrap)
+        client.create_topics([NewTopic(topic, 2, 1)], operation_timeout=30)[topic].result(60)
+        from confluent_kafka import ElectionType, TopicPartition
+
+        results = client.elect_leaders(ElectionType.PREFERRED,
+                                       [TopicPartition(topic, 0)]).result(60)
+        assert [err.name() for err in results.values()] == ["ELECTION_NOT_NEEDED"]
+        result = tool("leader-election", "--bootstrap-server", bootstrap, "--election-type",
+                      "PREFERRED", "--topic", topic, "--partition", "1")
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines() == [
+            f"Valid replica already elected for partitions {topic}-1"]
+        result = tool("leader-election", "--bootstrap-server", bootstrap, "--election-type",
+                      "PREFERRED", "--all-topic-partitions")
+        assert (result.returncode, result.stdout) == (0, ""), result.stderr
