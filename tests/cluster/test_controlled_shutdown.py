@@ -2,7 +2,8 @@
 ``moldau serve`` brokers and a real ZooKeeper, with a real confluent-kafka producer.
 
 An idempotent acks=all producer sends continuously to a topic with replication factor 3 and
-``min.insync.replicas=2``. The broker leading its partitions gets SIGTERM: before it exits it
+``min.insync.replicas=2``. The broker leading its partitions (the active controller itself, or
+another broker) gets SIGTERM: before it exits it
 asks the controller (ControlledShutdown) to move leadership of its partitions to another
 in-sync replica. The test measures the time from SIGTERM to the Metadata of a surviving broker
 naming a new leader (printed; docs/operations.md records it: well under 2 s on an idle
@@ -17,6 +18,8 @@ import time
 import uuid
 from collections import Counter
 from typing import Any
+
+import pytest
 
 from moldau.testing.waiting import wait_for
 
@@ -89,15 +92,25 @@ def read_all(bootstrap: str, topic: str, count: int) -> list[str]:
     return values
 
 
+@pytest.mark.parametrize("victim_role", ["follower-of-the-controller", "controller"])
 def test_controlled_shutdown_moves_leadership_fast_with_no_error_reaching_the_producer(
-        cluster_factory: ClusterFactory) -> None:
+        cluster_factory: ClusterFactory, victim_role: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     cluster = cluster_factory(3, settings={"auto.leader.rebalance.enable": "false"})
     bootstrap = cluster.bootstrap()
     topic = f"cs-{uuid.uuid4().hex[:6]}"
+    controller = cluster.wait_controller(60)
+    # The leader of every partition is the broker to stop: the controller itself (it moves
+    # leadership off itself, then hands the controller over), or another broker (it asks
+    # the controller with ControlledShutdown).
+    first = controller if victim_role == "controller" else next(
+        b for b in sorted(cluster.brokers) if b != controller)
+    replicas = [first, *(b for b in sorted(cluster.brokers) if b != first)]
     client = AdminClient({"bootstrap.servers": bootstrap})
-    client.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})],
+    client.create_topics([NewTopic(topic, num_partitions=PARTITIONS,
+                                   replica_assignment=[replicas] * PARTITIONS,
+                                   config={"min.insync.replicas": "2"})],
                          operation_timeout=30)[topic].result(60)
 
     def in_sync() -> bool:
@@ -106,6 +119,7 @@ def test_controlled_shutdown_moves_leadership_fast_with_no_error_reaching_the_pr
 
     wait_for(in_sync, 120, f"{topic} fully in sync", interval=0.2)
     victim = cluster.leaders(topic)[0]
+    assert victim == first
     survivors = cluster.bootstrap(ids=[b for b in sorted(cluster.brokers) if b != victim])
     watch = cluster.broker(next(b for b in sorted(cluster.brokers) if b != victim)).address()
 
@@ -115,6 +129,11 @@ def test_controlled_shutdown_moves_leadership_fast_with_no_error_reaching_the_pr
         wait_for(lambda: len(producer.delivered) >= 500, 60, "500 records delivered")
         sigterm_at = time.monotonic()
         cluster.broker(victim).terminate()
+        # Controlled: the controller moves leadership while the broker is still registered
+        # (without it, leaders change only once its registration is gone).
+        wait_for(lambda: all(leader != victim for leader in cluster.leaders(topic).values()),
+                 60, "new leaders in ZooKeeper", interval=0.005)
+        assert victim in cluster.registered_ids(), "leadership moved only after it had gone"
         new_leader = wait_for(
             lambda: (lambda leader: leader if leader not in (victim, -1) else None)(
                 metadata_leader(watch, topic, 0)), 60, "a new leader in Metadata",
@@ -128,8 +147,8 @@ def test_controlled_shutdown_moves_leadership_fast_with_no_error_reaching_the_pr
     finally:
         producer.halt.set()
         producer.join(180)
-    print(f"controlled shutdown of broker {victim}: Metadata named leader {new_leader} "
-          f"{moved_s * 1000:.0f} ms after SIGTERM; the broker exited after "
+    print(f"controlled shutdown of broker {victim} ({victim_role}): Metadata named leader "
+          f"{new_leader} {moved_s * 1000:.0f} ms after SIGTERM; the broker exited after "
           f"{exited_s * 1000:.0f} ms; {len(producer.sent)} records sent")
     assert moved_s < MOVE_BOUND_S, f"leadership moved {moved_s:.2f} s after SIGTERM"
     assert producer.remaining == 0
@@ -141,3 +160,44 @@ def test_controlled_shutdown_moves_leadership_fast_with_no_error_reaching_the_pr
     duplicates = [v for v, n in Counter(values).items() if n > 1]
     assert duplicates == []
     assert set(values) == set(producer.sent)
+
+
+def test_a_follower_in_controlled_shutdown_leaves_the_isr_at_once(
+        cluster_factory: ClusterFactory) -> None:
+    """Stopping a broker that only follows: the controller takes it out of the ISRs while it is
+    still registered (before it exits), and acks=all produces go on without it."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = cluster_factory(3, settings={"auto.leader.rebalance.enable": "false"})
+    bootstrap = cluster.bootstrap()
+    topic = f"csf-{uuid.uuid4().hex[:6]}"
+    leader, victim, other = sorted(cluster.brokers)
+    client = AdminClient({"bootstrap.servers": bootstrap})
+    client.create_topics([NewTopic(topic, num_partitions=PARTITIONS,
+                                   replica_assignment=[[leader, victim, other]] * PARTITIONS,
+                                   config={"min.insync.replicas": "2"})],
+                         operation_timeout=30)[topic].result(60)
+    wait_for(lambda: all((s := cluster.partition_state(topic, p)) is not None
+                         and len(s["isr"]) == 3 for p in range(PARTITIONS)),
+             120, f"{topic} fully in sync", interval=0.2)
+    producer = ContinuousProducer(bootstrap, topic)
+    producer.start()
+    try:
+        wait_for(lambda: len(producer.delivered) >= 500, 60, "500 records delivered")
+        cluster.broker(victim).terminate()
+        wait_for(lambda: all((s := cluster.partition_state(topic, p)) is not None
+                             and victim not in s["isr"] for p in range(PARTITIONS)),
+                 60, f"broker {victim} out of the ISRs", interval=0.005)
+        assert victim in cluster.registered_ids(), "it left the ISRs only after it had gone"
+        assert cluster.broker(victim).wait_stopped(60) == 0
+        assert set(cluster.leaders(topic).values()) == {leader}
+        after_exit = len(producer.delivered)
+        # well under replica.lag.time.max.ms (30 s): nothing waits for the stopped follower
+        wait_for(lambda: len(producer.delivered) >= after_exit + 500, 15,
+                 "500 more acks=all records delivered after the follower stopped")
+    finally:
+        producer.halt.set()
+        producer.join(180)
+    assert producer.remaining == 0
+    assert producer.errors == [], producer.errors[:5]
+    assert sorted(producer.delivered) == sorted(producer.sent)
