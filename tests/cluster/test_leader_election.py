@@ -11,7 +11,8 @@ first of each assignment), and ``moldau leader-election --election-type PREFERRE
 a partition whose preferred replica is down, or one that does not exist, fails with Kafka's
 error. With the automatic rebalance on and a short ``leader.imbalance.check.interval.seconds``
 the controller restores the leaders by itself. A single node (no ZooKeeper) has nothing to
-elect: ELECTION_NOT_NEEDED.
+elect: ELECTION_NOT_NEEDED. ``--election-type UNCLEAN`` brings back a partition whose only
+in-sync replica died, electing the out-of-sync one (unclean election being off otherwise).
 """
 
 from __future__ import annotations
@@ -272,3 +273,37 @@ def test_a_single_node_has_nothing_to_elect(tmp_path: Path) -> None:
         result = tool("leader-election", "--bootstrap-server", bootstrap, "--election-type",
                       "PREFERRED", "--all-topic-partitions")
         assert (result.returncode, result.stdout) == (0, ""), result.stderr
+
+
+def test_unclean_election_by_the_tool_brings_an_offline_partition_back(
+        cluster_factory: ClusterFactory) -> None:
+    """ISR {1} and broker 1 killed: the partition stays offline (unclean election is off) even
+    when out-of-sync broker 2 comes back; ``--election-type UNCLEAN`` makes 2 its leader."""
+    cluster = cluster_factory(2, settings={"auto.leader.rebalance.enable": "false"})
+    bootstrap = cluster.bootstrap()
+    topic = f"unclean-{uuid.uuid4().hex[:6]}"
+    from confluent_kafka.admin import NewTopic
+
+    client = admin(bootstrap)
+    client.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])],
+                         operation_timeout=30)[topic].result(60)
+    wait_for(lambda: (s := cluster.partition_state(topic, 0)) is not None and len(s["isr"]) == 2,
+             TIMEOUT, f"{topic} in sync")
+    assert cluster.stop_broker(2) == 0
+    wait_for(lambda: cluster.partition_state(topic, 0)["isr"] == [1], 30, "ISR [1]")
+    cluster.kill9(1)
+    cluster.restart(2)
+    wait_for(lambda: cluster.controller_id() == 2, 60, "broker 2 the controller")
+    # offline: the new controller does not elect out-of-sync 2 by itself
+    wait_for(lambda: cluster.partition_state(topic, 0)["leader"] == -1, 60, "leader -1")
+    assert cluster.partition_state(topic, 0)["isr"] == [1]
+    result = tool("leader-election", "--bootstrap-server", cluster.broker(2).address(),
+                  "--election-type", "UNCLEAN", "--topic", topic, "--partition", "0")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"Successfully completed leader election (UNCLEAN) for partitions {topic}-0"]
+    state = cluster.partition_state(topic, 0)
+    assert (state["leader"], state["isr"]) == (2, [2])
+    wait_for(lambda: metadata_leaders(cluster.broker(2).address(), topic) == {0: 2}, 30,
+             "leader 2 in Metadata")
+    assert "Unclean leader election of" in cluster.broker(2).log_text()
