@@ -13,14 +13,17 @@ application: every delivery callback succeeds and every value is read back exact
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import uuid
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from moldau.testing.runner import BrokerProcess
 from moldau.testing.waiting import wait_for
 
 from .conftest import ClusterFactory
@@ -64,6 +67,14 @@ class ContinuousProducer(threading.Thread):
             i += 1
             self.producer.poll(0.002)
         self.remaining = self.producer.flush(120)
+
+
+def exit_status(cluster: Any, broker: int, timeout: float = 60.0) -> int | None:
+    """Wait for a broker that was sent SIGTERM to exit, without signalling it again (a
+    second SIGTERM that lands after its event loop closed would end it with -15)."""
+    node = cluster.broker(broker)
+    node.proc.wait(timeout)
+    return node.wait_stopped(1)  # reaps it; sends nothing to a process that has exited
 
 
 def metadata_leader(bootstrap: str, topic: str, partition: int) -> int:
@@ -139,7 +150,7 @@ def test_controlled_shutdown_moves_leadership_fast_with_no_error_reaching_the_pr
                 metadata_leader(watch, topic, 0)), 60, "a new leader in Metadata",
             interval=0.01)
         moved_s = time.monotonic() - sigterm_at
-        assert cluster.broker(victim).wait_stopped(60) == 0
+        assert exit_status(cluster, victim) == 0
         exited_s = time.monotonic() - sigterm_at
         delivered_at_exit = len(producer.delivered)
         wait_for(lambda: len(producer.delivered) >= delivered_at_exit + 500, 60,
@@ -189,7 +200,7 @@ def test_a_follower_in_controlled_shutdown_leaves_the_isr_at_once(
                              and victim not in s["isr"] for p in range(PARTITIONS)),
                  60, f"broker {victim} out of the ISRs", interval=0.005)
         assert victim in cluster.registered_ids(), "it left the ISRs only after it had gone"
-        assert cluster.broker(victim).wait_stopped(60) == 0
+        assert exit_status(cluster, victim) == 0
         assert set(cluster.leaders(topic).values()) == {leader}
         after_exit = len(producer.delivered)
         # well under replica.lag.time.max.ms (30 s): nothing waits for the stopped follower
@@ -201,3 +212,18 @@ def test_a_follower_in_controlled_shutdown_leaves_the_isr_at_once(
     assert producer.remaining == 0
     assert producer.errors == [], producer.errors[:5]
     assert sorted(producer.delivered) == sorted(producer.sent)
+
+
+def test_a_second_sigterm_during_shutdown_changes_nothing(tmp_path: Path) -> None:
+    """Supervisors and scripts repeat SIGTERM: one that lands while the broker shuts down,
+    even after its event loop closed, still ends in a clean exit (status 0), not death by
+    signal (-15)."""
+    for i, delay in enumerate((0.0, 0.02, 0.04, 0.06, 0.08, 0.1, 0.15)):
+        with BrokerProcess(tmp_path / f"b{i}") as broker:
+            proc = broker.proc
+            assert proc is not None
+            proc.send_signal(signal.SIGTERM)
+            time.sleep(delay)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            assert proc.wait(60) == 0, f"exit status after a second SIGTERM {delay} s later"
