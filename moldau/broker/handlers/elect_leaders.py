@@ -90,8 +90,8 @@ async def handle_elect_leaders(ctx: RequestContext, request: Any) -> Any:
         log.info("ElectLeaders (%s) from %s:%s failed: %s", ELECTION_TYPES[election_type],
                  ctx.client_host, ctx.client_port, exc)
         return ctx.respond(_refused(version, partitions, exc.code, exc.message))
-    if outcomes and all(code == ErrorCode.not_controller for code, _ in outcomes.values()):
-        # Deposed (or not yet armed) while answering: the sender retries at the top level.
+    if any(code == ErrorCode.not_controller for code, _ in outcomes.values()):
+        # Deposed (or not yet armed) while committing: the sender retries at the top level.
         return ctx.respond(_refused(version, partitions, ErrorCode.not_controller,
                                     NOT_CONTROLLER_MESSAGE))
     elected = [f"{t}-{p}" for (t, p), (code, _) in outcomes.items() if code == ErrorCode.none]
