@@ -265,8 +265,11 @@ def test_a_single_node_has_nothing_to_elect(tmp_path: Path) -> None:
         results = client.elect_leaders(ElectionType.PREFERRED,
                                        [TopicPartition(topic, 0)]).result(60)
         assert [err.name() for err in results.values()] == ["ELECTION_NOT_NEEDED"]
+        config = tmp_path / "admin.properties"
+        config.write_text("client.id=elector\nrequest.timeout.ms=20000\n")
         result = tool("leader-election", "--bootstrap-server", bootstrap, "--election-type",
-                      "PREFERRED", "--topic", topic, "--partition", "1")
+                      "PREFERRED", "--topic", topic, "--partition", "1",
+                      "--admin.config", str(config))
         assert result.returncode == 0, result.stderr
         assert result.stdout.splitlines() == [
             f"Valid replica already elected for partitions {topic}-1"]
