@@ -77,6 +77,16 @@ def exit_status(cluster: Any, broker: int, timeout: float = 60.0) -> int | None:
     return node.wait_stopped(1)  # reaps it; sends nothing to a process that has exited
 
 
+def written_before_unregistration(cluster: Any, topic: str) -> bool:
+    """Whether every partition state of ``topic`` was last written before the last change of
+    ``/brokers/ids``'s children (the stopped broker's registration going away): ZooKeeper's
+    zxids order the two writes whatever the timing of the test's polls."""
+    zk = cluster.kazoo()
+    unregistered = zk.exists("/brokers/ids").pzxid
+    return all(zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[1].mzxid < unregistered
+               for p in range(PARTITIONS))
+
+
 def metadata_leader(bootstrap: str, topic: str, partition: int) -> int:
     from confluent_kafka.admin import AdminClient
 
@@ -142,9 +152,6 @@ def test_controlled_shutdown_moves_leadership_fast_with_no_error_reaching_the_pr
         cluster.broker(victim).terminate()
         # Controlled: the controller moves leadership while the broker is still registered
         # (without it, leaders change only once its registration is gone).
-        wait_for(lambda: all(leader != victim for leader in cluster.leaders(topic).values()),
-                 60, "new leaders in ZooKeeper", interval=0.005)
-        assert victim in cluster.registered_ids(), "leadership moved only after it had gone"
         new_leader = wait_for(
             lambda: (lambda leader: leader if leader not in (victim, -1) else None)(
                 metadata_leader(watch, topic, 0)), 60, "a new leader in Metadata",
@@ -152,6 +159,11 @@ def test_controlled_shutdown_moves_leadership_fast_with_no_error_reaching_the_pr
         moved_s = time.monotonic() - sigterm_at
         assert exit_status(cluster, victim) == 0
         exited_s = time.monotonic() - sigterm_at
+        # Controlled: the controller moved leadership while the broker was still registered
+        # (without it, leaders change only once its registration is gone).
+        wait_for(lambda: victim not in cluster.registered_ids(), 30, "unregistered")
+        assert written_before_unregistration(cluster, topic), \
+            "leadership moved only after the broker had gone"
         delivered_at_exit = len(producer.delivered)
         wait_for(lambda: len(producer.delivered) >= delivered_at_exit + 500, 60,
                  "500 more records delivered after the shutdown")
@@ -196,11 +208,12 @@ def test_a_follower_in_controlled_shutdown_leaves_the_isr_at_once(
     try:
         wait_for(lambda: len(producer.delivered) >= 500, 60, "500 records delivered")
         cluster.broker(victim).terminate()
-        wait_for(lambda: all((s := cluster.partition_state(topic, p)) is not None
-                             and victim not in s["isr"] for p in range(PARTITIONS)),
-                 60, f"broker {victim} out of the ISRs", interval=0.005)
-        assert victim in cluster.registered_ids(), "it left the ISRs only after it had gone"
         assert exit_status(cluster, victim) == 0
+        wait_for(lambda: victim not in cluster.registered_ids(), 30, "unregistered")
+        assert all(victim not in cluster.partition_state(topic, p)["isr"]
+                   for p in range(PARTITIONS))
+        assert written_before_unregistration(cluster, topic), \
+            "it left the ISRs only after it had gone"
         assert set(cluster.leaders(topic).values()) == {leader}
         after_exit = len(producer.delivered)
         # well under replica.lag.time.max.ms (30 s): nothing waits for the stopped follower
