@@ -192,7 +192,10 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
             default_partitions=lambda: config["num.partitions"],
             default_replication_factor=lambda: config["default.replication.factor"],
             unclean_enabled=lambda topic: bool(effective_topic_config(
-                image, config, topic)["unclean.leader.election.enable"]))
+                image, config, topic)["unclean.leader.election.enable"]),
+            rebalance=lambda: (bool(config["auto.leader.rebalance.enable"]),
+                               float(config["leader.imbalance.check.interval.seconds"]),
+                               int(config["leader.imbalance.per.broker.percentage"])))
         controller = plane.controller
     replicas = ReplicaManager(node_id=node_id, image=image, config=config, log_manager=manager,
                               time_ms=time_ms)

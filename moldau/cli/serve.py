@@ -50,6 +50,11 @@ async def _serve(config: object) -> int:
         await broker.stop()
         return 1
     await stop.wait()
+    # Shutting down now: a second SIGTERM (supervisors and scripts repeat it) changes nothing,
+    # and must not kill the process by the default action once the loop has closed (which
+    # restores the handlers it installed), turning a clean exit into death by signal.
+    loop.remove_signal_handler(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     log.info("[MoldauServer id=%s] shutting down", broker.node_id)
     await broker.stop()
     return 0

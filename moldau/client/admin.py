@@ -517,6 +517,40 @@ class AdminClient:
                     tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
                 for t in response.topics for p in t.partitions}
 
+    async def elect_leaders(
+        self, election_type: int, partitions: Iterable[TopicPartition] | None = None, *,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, BrokerError | None]:
+        """ElectLeaders (PREFERRED 0 / UNCLEAN 1) for ``partitions`` (None: all), sent to the
+        controller as Kafka's Admin.electLeaders does: ``{partition: None}`` when elected,
+        else its error (ELECTION_NOT_NEEDED included). With None the controller leaves out
+        the partitions that needed no election."""
+        wanted = None if partitions is None else list(dict.fromkeys(partitions))
+        timeout = timeout_ms if timeout_ms is not None else self.config["request.timeout.ms"]
+        topics: dict[str, list[int]] = {}
+        for tp in wanted or ():
+            topics.setdefault(tp.topic, []).append(tp.partition)
+
+        async def send() -> Any:
+            response = await self.cluster.request(self._controller(), ApiKey.ELECT_LEADERS, {
+                "election_type": election_type, "timeout": timeout,
+                "topic_partitions": None if wanted is None else [
+                    {"topic": t, "partitions": ps} for t, ps in topics.items()]})
+            codes = [getattr(response, "error_code", 0)] + [
+                p.error_code for r in response.replica_election_results
+                for p in r.partition_result]
+            retry = next((c for c in codes if c and ErrorCode(c) in _RETRY_CONTROLLER), None)
+            if retry is not None:
+                raise BrokerError(retry, context="ElectLeaders")
+            if codes[0]:
+                raise BrokerError(codes[0], context="ElectLeaders")
+            return response
+
+        response = await self._retrying("ElectLeaders", send)
+        return {TopicPartition(r.topic, p.partition_id):
+                BrokerError(p.error_code, p.error_message or "") if p.error_code else None
+                for r in response.replica_election_results for p in r.partition_result}
+
     # --- consumer groups (moldau.client.group.admin_ops) ---------------------------------
 
     async def list_groups(self, *, states: Iterable[str] | None = None,

@@ -58,6 +58,16 @@ BROKER_CONFIGS: list[ConfigDef] = [
               [at_least(0)]),
     ConfigDef("controlled.shutdown.retry.backoff.ms", "long", 5000,
               "Wait between controlled shutdown attempts.", [at_least(0)]),
+    # --- preferred leaders (the controller's automatic rebalance) -------------------------
+    ConfigDef("auto.leader.rebalance.enable", "bool", True,
+              "The active controller gives partitions back to their preferred replica (the "
+              "first of the assignment) when a broker's share of preferred partitions it "
+              "does not lead is over leader.imbalance.per.broker.percentage (cluster mode)."),
+    ConfigDef("leader.imbalance.check.interval.seconds", "long", 300,
+              "How often the active controller checks the leader imbalance.", [at_least(1)]),
+    ConfigDef("leader.imbalance.per.broker.percentage", "int", 10,
+              "Percentage of a broker's preferred partitions that may be led elsewhere "
+              "before the controller elects the preferred leaders again.", [at_least(0)]),
     # --- listeners -------------------------------------------------------------------------
     ConfigDef("listeners", "string", "PLAINTEXT://:9092",
               "Comma-separated NAME://host:port listeners to bind. Empty host binds all "

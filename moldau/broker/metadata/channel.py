@@ -110,4 +110,10 @@ class ControllerChannel(Protocol):
     ) -> list[OngoingReassignment]:
         """The reassignments in progress (all, or of the named topics' partitions); raises
         KafkaError when the controller cannot be asked."""
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], Outcome]:
+        """ElectLeaders (PREFERRED 0 / UNCLEAN 1) of ``partitions`` (None: all); an outcome
+        per partition (see :mod:`.leader_election`)."""
         ...

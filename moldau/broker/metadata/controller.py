@@ -29,6 +29,7 @@ from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
 from .configs import validate_broker_changes
 from .image import MetadataImage
 from .isr_change import IsrChange, IsrChangeResult, partition_state_of, plan_isr_changes
+from .leader_election import Results, plan_elections
 from .log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC
 from .reassignment_control import ReassignmentControl
 from .records import (
@@ -437,6 +438,22 @@ class Controller(ReassignmentControl):
                 await self._complete_reassignments(
                     {(c.topic_id, c.partition) for c in changes})
             return results
+
+        return await self._one_at_a_time(run)
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, int]] | None) -> Results:
+        """ElectLeaders: PREFERRED or UNCLEAN elections of ``partitions`` (None: all), planned
+        and answered by :mod:`.leader_election`, committed as one batch."""
+
+        async def run() -> Results:
+            plan = plan_elections(self.image, election_type, partitions,
+                                  self.ineligible_replicas)
+            failed = await self._try_commit(plan.records)
+            if failed is not None:
+                return {tp: failed if code == ErrorCode.none else (code, message)
+                        for tp, (code, message) in plan.results.items()}
+            return plan.results
 
         return await self._one_at_a_time(run)
 

@@ -7,7 +7,7 @@ the listener named by ``inter.broker.listener.name``, with :mod:`moldau.wire`'s 
 mapping the answer back to the channel's results. Each change travels as the ordinary Kafka
 admin request that asks for it: CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs,
 IncrementalAlterConfigs, AllocateProducerIds (Kafka's broker-to-controller request for
-producer-id blocks), AlterPartition (a leader's ISR changes, KIP-497) and
+producer-id blocks), AlterPartition (a leader's ISR changes, KIP-497), ElectLeaders and
 AlterPartitionReassignments / ListPartitionReassignments (KIP-455).
 
 Why ordinary admin requests and not Envelope (KIP-590, API 58), with which Kafka's brokers
@@ -352,6 +352,26 @@ class ForwardingControllerChannel:
         return [OngoingReassignment(t.name, p.partition_index, tuple(p.replicas),
                                     tuple(p.adding_replicas), tuple(p.removing_replicas))
                 for t in answer.topics for p in t.partitions]
+
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], Outcome]:
+        topics: dict[str, list[int]] = {}
+        for name, partition in partitions or ():
+            topics.setdefault(name, []).append(partition)
+        body = {"election_type": election_type, "timeout": self.request_timeout_ms,
+                "topic_partitions": None if partitions is None else [
+                    {"topic": name, "partitions": ps} for name, ps in topics.items()]}
+        answer = await self._send(
+            ApiKey.ELECT_LEADERS, body,
+            lambda r: [r.error_code, *(p.error_code for t in r.replica_election_results
+                                       for p in t.partition_result)])
+        if answer.error_code != ErrorCode.none:
+            code = ErrorCode(answer.error_code)
+            raise KafkaError(code, f"the active controller refused ElectLeaders: "
+                                   f"{code.name.upper()}")
+        return {(t.topic, p.partition_id): (ErrorCode(p.error_code), p.error_message)
+                for t in answer.replica_election_results for p in t.partition_result}
 
     def close(self) -> None:
         """Close the connection to the controller (the next change opens another)."""

@@ -98,6 +98,11 @@ class ActiveControllerChannel:
     ) -> list[OngoingReassignment]:
         return await self._make(lambda c: c.list_partition_reassignments(wanted))
 
+    async def elect_leaders(self, election_type: int,
+                            partitions: Sequence[tuple[str, int]] | None
+                            ) -> dict[tuple[str, int], Outcome]:
+        return await self._make(lambda c: c.elect_leaders(election_type, partitions))
+
     def close(self) -> None:
         """Close the connection to a remote controller, if one is open."""
         self.remote.close()

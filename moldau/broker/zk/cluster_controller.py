@@ -26,6 +26,11 @@ reactions Kafka's controller has:
 - ``/admin/reassign_partitions`` (the pre-2.4 way to ask for a reassignment) is carried out
   and deleted when done (:mod:`.legacy_reassignment`).
 
+- with ``auto.leader.rebalance.enable``, every ``leader.imbalance.check.interval.seconds``
+  (first 5 s after the election, as Kafka) partitions go back to their preferred replica
+  when its broker's imbalance is over ``leader.imbalance.per.broker.percentage``
+  (:func:`~moldau.broker.metadata.leader_election.imbalanced_partitions`).
+
 Every leader change bumps the leader epoch (the replay of PartitionChangeRecord does) and is
 written to the partition's state znode conditionally on its version, fenced by the controller
 epoch. Unclean leader election (the first live replica outside the ISR, which then forms the
@@ -48,6 +53,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 from ...protocol.errors import ErrorCode, KafkaError
 from ..metadata.controller import Controller
 from ..metadata.image import MetadataImage, PartitionState
+from ..metadata.leader_election import PREFERRED, imbalanced_partitions
 from ..metadata.records import (
     ConfigRecord,
     MetadataRecord,
@@ -71,6 +77,8 @@ UNCLEAN_KEY = "unclean.leader.election.enable"
 #: Config change notifications older than this are deleted (Kafka's changeExpirationMs).
 NOTIFICATION_EXPIRY_MS = 15 * 60 * 1000
 NOTIFICATION_PURGE_INTERVAL_S = 60.0
+#: Kafka's controller checks the leader imbalance first this long after its election.
+FIRST_REBALANCE_CHECK_S = 5.0
 
 
 def elect_leader(topic_id: uuid.UUID, partition: int, state: PartitionState,
@@ -207,8 +215,12 @@ class ZkMetadataPlane:
 
     def __init__(self, zk: AsyncZooKeeper, broker_id: int, controller: Controller,
                  store: ZkMetadataStore,
-                 unclean_enabled: Callable[[str], bool] | None = None) -> None:
+                 unclean_enabled: Callable[[str], bool] | None = None,
+                 rebalance: Callable[[], tuple[bool, float, int]] | None = None) -> None:
         self.zk = zk
+        #: (auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
+        #: leader.imbalance.per.broker.percentage), read at each check; None: never.
+        self.rebalance = rebalance
         #: Whether a topic allows unclean leader election (its effective
         #: ``unclean.leader.election.enable``); None: no topic does.
         self.unclean_enabled = unclean_enabled
@@ -232,13 +244,15 @@ class ZkMetadataPlane:
     def build(cls, zk: AsyncZooKeeper, broker_id: int, image: MetadataImage, *,
               default_partitions: Callable[[], int],
               default_replication_factor: Callable[[], int],
-              unclean_enabled: Callable[[str], bool] | None = None) -> ZkMetadataPlane:
+              unclean_enabled: Callable[[str], bool] | None = None,
+              rebalance: Callable[[], tuple[bool, float, int]] | None = None
+              ) -> ZkMetadataPlane:
         """A plane with its own store and Controller over ``image`` (the broker's image)."""
         store = ZkMetadataStore(zk, image)
         controller = Controller(image, store, default_partitions=default_partitions,
                                 default_replication_factor=default_replication_factor,
                                 max_batch_bytes=ZK_MAX_BATCH_BYTES)
-        return cls(zk, broker_id, controller, store, unclean_enabled)
+        return cls(zk, broker_id, controller, store, unclean_enabled, rebalance)
 
     @property
     def image(self) -> MetadataImage:
@@ -297,6 +311,7 @@ class ZkMetadataPlane:
             self.zk, self.controller,
             lambda: self.store.fence is not None and self.store.fence[0] == epoch))
         self._spawn(self._purge_notifications(epoch))
+        self._spawn(self._auto_rebalance(epoch))
         self._after_round(self.sync.cache.state())
         self._reconcile_soon()
 
@@ -363,6 +378,31 @@ class ZkMetadataPlane:
             except KazooException as exc:
                 log.debug("purging %s: %r", layout.CONFIG_CHANGES, exc)
             await asyncio.sleep(NOTIFICATION_PURGE_INTERVAL_S)
+
+    async def _auto_rebalance(self, epoch: int) -> None:
+        """Kafka's ``checkAndTriggerAutoLeaderRebalance``, while controller of ``epoch``."""
+        delay = FIRST_REBALANCE_CHECK_S
+        while self.rebalance is not None:
+            enabled, interval_s, percentage = self.rebalance()
+            await asyncio.sleep(min(delay, interval_s))
+            delay = interval_s
+            if self.store.fence is None or self.store.fence[0] != epoch:
+                return
+            if not enabled:
+                continue
+            try:
+                partitions = imbalanced_partitions(self.image, percentage, self.shutting_down)
+                if not partitions:
+                    continue
+                results = await self.controller.elect_leaders(PREFERRED, partitions)
+            except (KafkaError, KazooException) as exc:
+                log.warning("automatic preferred leader election failed: %s", exc)
+                continue
+            elected = [f"{t}-{p}" for (t, p), (code, _) in results.items()
+                       if code == ErrorCode.none]
+            log.info("controller: leader imbalance over %d%% "
+                     "(leader.imbalance.per.broker.percentage): preferred replicas lead %s "
+                     "again", percentage, ", ".join(elected) or "no partition")
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.ensure_future(coroutine)
