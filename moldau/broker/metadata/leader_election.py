@@ -136,12 +136,15 @@ def imbalanced_partitions(image: MetadataImage, percentage: int,
                           ineligible: Collection[int] = ()) -> list[tuple[str, int]]:
     """Partitions an automatic rebalance should give back to their preferred replica: those
     of every broker whose share of not-led preferred partitions is over ``percentage``
-    percent, and whose preferred replica can lead now (alive, in the ISR)."""
+    percent, and whose preferred replica can lead now (alive, in the ISR). Partitions being
+    reassigned are left alone, as Kafka's controller does: their replica list is the union of
+    the old and the target replicas until the move completes, so its first entry is not yet
+    the preferred replica the move will leave."""
     alive = alive_brokers(image, ineligible)
     preferred: dict[int, list[tuple[str, int, PartitionState]]] = {}
     for topic in image.topics_by_name.values():
         for p, state in sorted(topic.partitions.items()):
-            if state.replicas:
+            if state.replicas and not state.reassigning:
                 preferred.setdefault(state.replicas[0], []).append((topic.name, p, state))
     out: list[tuple[str, int]] = []
     for broker, owned in sorted(preferred.items()):

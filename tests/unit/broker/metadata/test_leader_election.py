@@ -89,3 +89,10 @@ def test_imbalance_over_the_percentage_only() -> None:
     # the preferred replica must be in the ISR to take over
     img = image([([1, 2], [2], 2)], alive={1, 2})
     assert imbalanced_partitions(img, 10) == []
+
+
+def test_a_partition_being_reassigned_is_not_rebalanced() -> None:
+    img = image([([1, 2], [1, 2], 2)], alive={1, 2})
+    assert imbalanced_partitions(img, 10) == [("t", 0)]
+    img.topics_by_name["t"].partitions[0].adding_replicas = [1]
+    assert imbalanced_partitions(img, 10) == []
