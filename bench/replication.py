@@ -50,6 +50,7 @@ from moldau.testing.cluster import BrokerCluster
 
 from .brokers import BenchBroker, create_topic, pin_self, start_broker
 from .proc import Sampler, cpu_seconds
+from .pyspy_profile import _IDLE as _PYSPY_IDLE
 from .workloads import PRODUCER_E2E, PRODUCER_W1
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -166,6 +167,13 @@ def create_replicated_topic(bootstrap: str, name: str, partitions: int,
                        f"after {timeout_s} s")
 
 
+# Besides the event loop waiting: kazoo's thread in its select and idle executor threads
+# (py-spy samples every thread; these wait, they do not use the CPU).
+_IDLE = (*_PYSPY_IDLE, "EpollSelector.select (selectors.py",
+         "_worker (concurrent/futures/thread.py:81)", "_worker (concurrent/futures/thread.py:83)",
+         "wait (threading.py")
+
+
 class _Profiler:
     """py-spy attached to each broker pid while a block runs (``--profile``)."""
 
@@ -198,6 +206,12 @@ class _Profiler:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self.out_dir is not None:
+            from .pyspy_profile import summarize
+
+            summary = {name: summarize(self.out_dir / f"{name}.txt", top=30, idle=_IDLE)
+                       for name in self.pids if (self.out_dir / f"{name}.txt").exists()}
+            (self.out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
 
 
 def _produce(bootstrap: str, topic: str, plan: Plan, acks: str,
