@@ -1,19 +1,24 @@
 """What replication costs: throughput, end-to-end latency and failover times (issue 13).
 
 In one run, with the same client (``moldau perf produce``: librdkafka producers, W1's
-settings) and the same records:
+settings) and the same records, three halves:
 
 * **single**: one ``moldau serve`` without ZooKeeper (the broker of the other benchmarks),
   topic with replication factor 1, ``acks=1``;
 * **replicated**: three ``moldau serve`` processes on 127.0.0.1 and a ZooKeeper started here
   (:class:`moldau.testing.cluster.BrokerCluster`), topic with replication factor 3 and
-  ``min.insync.replicas=2``, ``acks=all``.
+  ``min.insync.replicas=2``, ``acks=all``;
+* **cluster_rf1**: the same three brokers with a replication factor 1 topic and ``acks=1``,
+  Kafka's own baseline for its published ratio (same machines, no replication).
 
-Both stay up for the whole run and the passes alternate (single, replicated, single, ...), so
-both halves of each ratio see the same machine load; the ratio is taken per pass and the
-median reported. Then, on the cluster: end-to-end latency (produce -> consume, ``moldau perf
-e2e``) at 10,000 msg/s of 1 KiB with ``acks=all`` (and the single node with ``acks=1`` for
-reference), and failover times: a controlled shutdown (SIGTERM) of a partition leader until
+The single broker and the cluster stay up for the whole run and the passes alternate
+(single, cluster_rf1, replicated, single, ...), so the halves of each ratio see the same
+machine load; the ratios (replicated / single, and replicated / cluster_rf1) are taken per
+pass and their medians reported, with the brokers' CPU seconds per GB of each half.
+
+Then, on the cluster: end-to-end latency (produce -> consume, ``moldau perf e2e``) at
+10,000 msg/s of 1 KiB with ``acks=all`` (and the single node with ``acks=1`` for reference),
+and failover times: a controlled shutdown (SIGTERM) of a partition leader until
 ZooKeeper names another leader, and kill -9 of a leader until an idempotent producer's first
 record sent after the kill is acknowledged.
 
@@ -229,26 +234,38 @@ def _produce(bootstrap: str, topic: str, plan: Plan, acks: str,
     out["server_cpu_s"] = {name: round(cpu_seconds(pid) - cpu0[name], 2)
                            for name, pid in pids.items()}
     out["mb_per_s"] = round(result.mb_per_s, 2)
+    # what the records cost the brokers, all of them: a figure the machine's load moves less
+    # than throughput does
+    out["server_cpu_s_per_gb"] = (round(sum(out["server_cpu_s"].values()) / (result.bytes / 1e9),
+                                        2) if result.bytes else None)
     return out
 
 
+def _ratio(a: dict[str, Any], b: dict[str, Any]) -> float:
+    return round(a["records_per_s"] / b["records_per_s"], 4) if b["records_per_s"] else 0.0
+
+
 def throughput_pass(setup: Setup, n: int) -> dict[str, Any]:
-    """One pass: the single node with acks=1, then the cluster with acks=all."""
+    """One pass: the single node with acks=1; the cluster with a replication factor 1 topic
+    and acks=1 (Kafka's own baseline: same brokers, no replication); the cluster with
+    replication factor 3 and acks=all."""
     plan = setup.plan
     assert setup.single is not None
-    single_topic, repl_topic = f"single-{n}", f"replicated-{n}"
+    single_topic, rf1_topic, repl_topic = f"single-{n}", f"rf1-{n}", f"replicated-{n}"
     create_topic(setup.single.bootstrap, single_topic, plan.partitions)
+    create_topic(setup.cluster_bootstrap, rf1_topic, plan.partitions)
     create_replicated_topic(setup.cluster_bootstrap, repl_topic, plan.partitions)
     profile = plan.profile_dir / f"pass-{n}" if plan.profile_dir else None
+    cluster = {f"broker-{i}": pid for i, pid in setup.cluster_pids().items()}
     single = _produce(setup.single.bootstrap, single_topic, plan, "1",
                       {"single": setup.single.pid},
                       profile / "single" if profile else None)
-    replicated = _produce(setup.cluster_bootstrap, repl_topic, plan, "all",
-                          {f"broker-{i}": pid for i, pid in setup.cluster_pids().items()},
+    rf1 = _produce(setup.cluster_bootstrap, rf1_topic, plan, "1", cluster,
+                   profile / "cluster-rf1" if profile else None)
+    replicated = _produce(setup.cluster_bootstrap, repl_topic, plan, "all", cluster,
                           profile / "replicated" if profile else None)
-    ratio = (replicated["records_per_s"] / single["records_per_s"]
-             if single["records_per_s"] else 0.0)
-    return {"single": single, "replicated": replicated, "ratio": round(ratio, 4)}
+    return {"single": single, "cluster_rf1": rf1, "replicated": replicated,
+            "ratio": _ratio(replicated, single), "ratio_same_cluster": _ratio(replicated, rf1)}
 
 
 def e2e(bootstrap: str, topic: str, plan: Plan, acks: str, replicated: bool,
@@ -416,8 +433,15 @@ def summarize(passes: list[dict[str, Any]], e2e_runs: dict[str, Any],
         "single_mb_per_s": med([p["single"]["mb_per_s"] for p in passes]),
         "replicated_records_per_s": med([p["replicated"]["records_per_s"] for p in passes]),
         "replicated_mb_per_s": med([p["replicated"]["mb_per_s"] for p in passes]),
+        "cluster_rf1_records_per_s": med([p["cluster_rf1"]["records_per_s"] for p in passes]),
+        "cluster_rf1_mb_per_s": med([p["cluster_rf1"]["mb_per_s"] for p in passes]),
         "ratio_median": med([p["ratio"] for p in passes]),
         "ratios": [p["ratio"] for p in passes],
+        "ratio_same_cluster_median": med([p["ratio_same_cluster"] for p in passes]),
+        "ratios_same_cluster": [p["ratio_same_cluster"] for p in passes],
+        "cpu_s_per_gb": {half: med([p[half]["server_cpu_s_per_gb"] for p in passes
+                                    if p[half]["server_cpu_s_per_gb"] is not None])
+                         for half in ("single", "cluster_rf1", "replicated")},
         "kafka_ratio": round(KAFKA_RATIO, 4),
     }
     for name, run in e2e_runs.items():
@@ -434,13 +458,18 @@ def summarize(passes: list[dict[str, Any]], e2e_runs: dict[str, Any],
 def report_lines(summary: dict[str, Any], passes: list[dict[str, Any]]) -> list[str]:
     lines = []
     for i, p in enumerate(passes, 1):
-        s, r = p["single"], p["replicated"]
+        s, c, r = p["single"], p["cluster_rf1"], p["replicated"]
         lines.append(f"pass {i}: single acks=1 {s['records_per_s']:,.0f} rec/s "
-                     f"({s['mb_per_s']:.1f} MB/s); RF3 acks=all {r['records_per_s']:,.0f} "
-                     f"rec/s ({r['mb_per_s']:.1f} MB/s); ratio {p['ratio']:.1%}")
+                     f"({s['mb_per_s']:.1f} MB/s); 3 brokers RF1 acks=1 "
+                     f"{c['records_per_s']:,.0f} rec/s; RF3 acks=all "
+                     f"{r['records_per_s']:,.0f} rec/s ({r['mb_per_s']:.1f} MB/s); ratio "
+                     f"{p['ratio']:.1%} (same cluster {p['ratio_same_cluster']:.1%})")
     lines.append(f"median: single {summary['single_records_per_s']:,.0f} rec/s, replicated "
                  f"{summary['replicated_records_per_s']:,.0f} rec/s, ratio "
-                 f"{summary['ratio_median']:.1%} (Kafka 2014: {KAFKA_RATIO:.1%})")
+                 f"{summary['ratio_median']:.1%}, same cluster RF1 "
+                 f"{summary['cluster_rf1_records_per_s']:,.0f} rec/s, ratio "
+                 f"{summary['ratio_same_cluster_median']:.1%} (Kafka 2014: {KAFKA_RATIO:.1%});"
+                 f" broker CPU-s per GB {summary['cpu_s_per_gb']}")
     for key in ("e2e_replicated", "e2e_single"):
         if f"{key}_p99_ms" in summary:
             lines.append(f"{key}: p50 {summary[key + '_p50_ms']:.2f} ms, "

@@ -24,7 +24,11 @@ def test_replication_benchmark_runs_every_part_and_writes_its_report(tmp_path: P
     assert only["single"]["records"] == 3000 and only["single"]["errors"] == 0
     assert only["replicated"]["records"] == 3000 and only["replicated"]["errors"] == 0
     assert only["replicated"]["acks"] == "all" and only["single"]["acks"] == "1"
+    assert only["cluster_rf1"]["records"] == 3000 and only["cluster_rf1"]["acks"] == "1"
     assert summary["ratio_median"] == only["ratio"] > 0
+    assert summary["ratio_same_cluster_median"] == only["ratio_same_cluster"] > 0
+    assert all(summary["cpu_s_per_gb"][half] > 0
+               for half in ("single", "cluster_rf1", "replicated"))
     assert result["e2e"]["replicated"]["received"] > 0
     assert result["e2e"]["replicated"]["errors"] == 0
     assert summary["e2e_replicated_p99_ms"] > 0
