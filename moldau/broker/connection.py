@@ -262,6 +262,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self.task_awaitable = [result]
                     self.task = asyncio.ensure_future(self._finish_pipelined(self.pipelined))
                     self._append_pipelined()
+                    self._update_reading()  # the queue was drained into the pipeline
                     return
                 self.task_api, self.task_size = header.api_key, size
                 self.task_awaitable = result
@@ -459,7 +460,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self.writing_paused or len(self.queue) >= self.max_queued
+        # produce requests appended while an earlier one waits count as queued: they hold
+        # their frames' memory until answered
+        queued = len(self.queue) + (len(self.pipelined) if self.pipelined else 0)
+        should_pause = self.writing_paused or queued >= self.max_queued
         if self.decoder.waiting or self.account.must_wait:
             # Request memory is exhausted: read on when some of it is released.
             should_pause = True
