@@ -25,7 +25,7 @@ record sent after the kill is acknowledged.
 CPU split as ``bench.run``: for throughput every broker and ZooKeeper run on CPU 1 and the
 client processes on CPU 0 (``--no-pin`` to leave them free); latency and failover unpinned.
 
-    .venv/bin/python -m bench.replication                      # ~4 minutes here
+    .venv/bin/python -m bench.replication                      # ~2.5 minutes here
     .venv/bin/python -m bench.replication --repeat 3 --records 1000000
     .venv/bin/python -m bench.replication --profile            # py-spy on each broker
 
