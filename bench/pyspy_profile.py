@@ -35,8 +35,9 @@ def py_spy() -> str:
     return found
 
 
-def summarize(folded: Path, top: int = 25) -> dict[str, Any]:
-    """Self and inclusive sample shares per function from py-spy's raw (folded) output."""
+def summarize(folded: Path, top: int = 25, idle: tuple[str, ...] = _IDLE) -> dict[str, Any]:
+    """Self and inclusive sample shares per function from py-spy's raw (folded) output;
+    samples whose innermost frame starts with one of ``idle`` are not counted as busy."""
     self_n: collections.Counter[str] = collections.Counter()
     incl: collections.Counter[str] = collections.Counter()
     total = busy = 0
@@ -45,7 +46,7 @@ def summarize(folded: Path, top: int = 25) -> dict[str, Any]:
         n = int(count)
         total += n
         frames = stack.split(";")
-        if any(frames[-1].startswith(i) for i in _IDLE):
+        if any(frames[-1].startswith(i) for i in idle):
             continue
         busy += n
         self_n[frames[-1]] += n

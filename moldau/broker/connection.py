@@ -6,6 +6,15 @@ Synchronous handlers answer inline from ``buffer_updated``; an ``async`` handler
 fetch, acks=all produce, group joins) parks the connection until it completes, while other
 connections go on.
 
+One exception, for throughput with replication: Produce requests that arrive while an acks=all
+produce of the same connection waits for its replicas are appended at once, in the order they
+came, and answered in that order as each is done (:meth:`KafkaConnection._append_pipelined`).
+Kafka handles them one after the other, each after the previous one's replication round trip;
+with librdkafka's pipelining (one small request per record at ``linger.ms=0``) that made a
+replicated leader fall behind a few thousand records a second on this Python broker. Appends
+keep their order, so what a log holds is what Kafka would hold; only the waits overlap (each
+timed from its own append, as Kafka's DelayedProduce). Any other request still waits its turn.
+
 Backpressure: reading pauses when more than ``queued.max.requests`` frames wait, when the
 transport's write buffer is above its high-water mark (the client is not reading responses),
 or when the broker's request memory (``queued.max.request.bytes``, :mod:`.memory_pool`) is
@@ -66,10 +75,19 @@ DRAIN_GRACE_S = 30.0
 READ_ONLY_PARKED = frozenset({ApiKey.FETCH})
 
 
+# A handler of a pipelined produce request raised (logged): the connection closes when its
+# answer's turn comes.
+_FAILED = object()
+
+
 def _abandon(awaitable: Any) -> None:
     """Let go of a handler's result that will not be awaited (a coroutine that never ran
-    would warn; one that ran to its end or was cancelled is closed already)."""
-    if inspect.iscoroutine(awaitable):
+    would warn; one that ran to its end or was cancelled is closed already); a list holds
+    the results of pipelined produce requests."""
+    if isinstance(awaitable, list):
+        for each in awaitable:
+            _abandon(each)
+    elif inspect.iscoroutine(awaitable):
         awaitable.close()
 
 
@@ -113,6 +131,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.task_api = -1  # api key of the request ``task`` handles
         self.task_size = 0  # size of its frame
         self.task_awaitable: Any = None  # what the handler returned, ``task`` awaits it
+        # (header, handler result, frame size) of the produce requests ``task`` answers in
+        # order, while it answers produce requests; later ones join (_append_pipelined)
+        self.pipelined: list[tuple[Any, Any, int]] | None = None
         self._grace: asyncio.TimerHandle | None = None  # ends a drain that takes too long
         self.impatient = False  # the drain took DRAIN_GRACE_S: async handlers are given up
         self.client_host = ""
@@ -175,6 +196,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.queue.extend(frames)
             if not self.busy:
                 self._process()
+            elif self.pipelined is not None:
+                self._append_pipelined()
         self._update_reading()
 
     def eof_received(self) -> bool | None:
@@ -233,6 +256,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     continue
                 self._flush()
                 self.busy = True
+                if header.api_key == ApiKey.PRODUCE and not self.draining:
+                    self.pipelined = [(header, result, size)]
+                    self.task_api, self.task_size = header.api_key, size
+                    self.task_awaitable = [result]
+                    self.task = asyncio.ensure_future(self._finish_pipelined(self.pipelined))
+                    self._append_pipelined()
+                    self._update_reading()  # the queue was drained into the pipeline
+                    return
                 self.task_api, self.task_size = header.api_key, size
                 self.task_awaitable = result
                 self.task = asyncio.ensure_future(self._finish(header, result, size))
@@ -267,6 +298,83 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.account.release(size)
         self._process()
 
+    # --- produce requests pipelined behind one that waits for its replicas ----------------
+    def _queued_produce(self) -> bool:
+        """Whether the next queued frame is a Produce request (its api key, not parsed)."""
+        if not self.queue:
+            return False
+        frame = self.queue[0]
+        return len(frame) >= 2 and int.from_bytes(frame[:2], "big") == ApiKey.PRODUCE
+
+    def _append_pipelined(self) -> None:
+        """Handle the Produce requests queued behind one that waits (acks=all) now: their
+        records are appended in the order they came, and each waits for its replicas from
+        now on, so the requests of one connection share the replication round trips instead
+        of taking one each. Answers still leave in order (:meth:`_finish_pipelined`).
+
+        A frame that cannot be handled here (a bad header, an acks=0 request, whose failure
+        closes the connection) is put back and handled in order after the parked ones."""
+        parked = self.pipelined
+        while parked is not None and not self.draining and self._queued_produce():
+            frame = self.queue.popleft()
+            try:
+                header, spec, request = parse_frame(frame)
+            except Exception:
+                spec = request = None
+            if spec is None or getattr(request, "acks", 0) not in (1, -1):
+                self.queue.appendleft(frame)
+                return
+            ctx = RequestContext(header, self.listener, self.client_host, self.client_port,
+                                 self.broker.context, self)
+            try:
+                result: Any = spec.fn(ctx, request)
+            except Exception:
+                log.exception("handler for api %s v%s failed", header.api_key,
+                              header.api_version)
+                result = _FAILED
+            parked.append((header, result, len(frame)))
+            self.task_size += len(frame)
+            self.task_awaitable.append(result)
+            if result is _FAILED:
+                return
+
+    async def _finish_pipelined(self, parked: list[tuple[Any, Any, int]]) -> None:
+        """Answer pipelined Produce requests in the order they came, each as soon as it and
+        those before it are done."""
+        try:
+            done = 0
+            while done < len(parked):  # requests arriving meanwhile join (_append_pipelined)
+                header, awaitable, _size = parked[done]
+                done += 1
+                if awaitable is _FAILED:
+                    self.close("internal error")
+                    return
+                if type(awaitable) is not RawResponse and inspect.isawaitable(awaitable):
+                    try:
+                        result = await awaitable
+                    except Exception:
+                        log.exception("handler for api %s v%s failed", header.api_key,
+                                      header.api_version)
+                        self.close("internal error")
+                        return
+                else:
+                    result = awaitable
+                if self.closed and not self.draining:
+                    return
+                chunks = self._encode(header, result)
+                if chunks is None:
+                    return
+                self._write(chunks)  # dropped unread when draining
+        finally:
+            if self.pipelined is parked:
+                self.pipelined = None
+            for _header, awaitable, _size in parked:
+                _abandon(awaitable)  # those never awaited (the connection went first)
+        self.busy = False
+        self.task = self.task_awaitable = None
+        self.account.release(sum(entry[2] for entry in parked))
+        self._process()
+
     def _encode(self, header: Any, result: Any, *, fallback: bool = False) -> list[Any] | None:
         """The response frame's chunks (``[]`` for no response); None when it cannot be
         encoded: the connection is then closed. Skipping the answer instead would let the
@@ -296,7 +404,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if self.task is not task or not self.draining:
                 return
             self.busy = False
-            self.task = self.task_awaitable = None
+            self.task = self.task_awaitable = self.pipelined = None
             self.account.release(size)
             self._process()
 
@@ -352,7 +460,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self.writing_paused or len(self.queue) >= self.max_queued
+        # produce requests appended while an earlier one waits count as queued: they hold
+        # their frames' memory until answered
+        queued = len(self.queue) + (len(self.pipelined) if self.pipelined else 0)
+        should_pause = self.writing_paused or queued >= self.max_queued
         if self.decoder.waiting or self.account.must_wait:
             # Request memory is exhausted: read on when some of it is released.
             should_pause = True

@@ -25,6 +25,7 @@ topic's ``compression.type`` differs from the batch's codec is done by the parti
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -68,7 +69,10 @@ def handle_produce(ctx: RequestContext, request: ProduceRequestData) -> Any:
             ctx.connection.close("closing connection after a failed acks=0 produce")
         return None
     if pending:
-        return _await_replication(ctx, results, pending, request.timeout_ms)
+        # The wait is timed from the append (Kafka's DelayedProduce), not from when this
+        # answer's turn comes: produce requests pipelined on one connection wait together.
+        deadline = time.monotonic() + request.timeout_ms / 1000
+        return _await_replication(ctx, results, pending, deadline)
     return _encode(ctx, results)
 
 
@@ -90,10 +94,11 @@ def _encode(ctx: RequestContext, results: list[tuple[str, list[PartitionProduceR
 
 
 async def _await_replication(ctx: RequestContext, results: list[Any], pending: list[Any],
-                             timeout_ms: int) -> RawResponse:
+                             deadline: float) -> RawResponse:
     manager = ctx.broker.replica_manager
     for topic, index, outcome, partitions, position in pending:
-        error = await manager.wait_for_isr(topic, index, outcome.wait_for_offset, timeout_ms)
+        left_ms = max(0, int((deadline - time.monotonic()) * 1000))
+        error = await manager.wait_for_isr(topic, index, outcome.wait_for_offset, left_ms)
         if error != ErrorCode.none:
             partitions[position] = outcome.failed(index, error)
     return _encode(ctx, results)
