@@ -160,7 +160,8 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
         raise ValueError(f"fault kind(s) {needs_lab} need the brokers in network namespaces: "
                          "add --netns")
     log(f"[faults] seed {config.seed} (--seed {config.seed} replays it)")
-    out = Path(config.out or tempfile.mkdtemp(prefix=f"moldau-faults-{config.seed}-"))
+    # absolute: ZooKeeper and the brokers run with other working directories
+    out = Path(config.out or tempfile.mkdtemp(prefix=f"moldau-faults-{config.seed}-")).resolve()
     if out.exists() and any(out.iterdir()):
         # the brokers' data of an earlier run would belong to another cluster id
         raise ValueError(f"--out {out} is not empty: give a new or empty directory")
