@@ -78,6 +78,7 @@ class RunConfig:
             parts.append("--unclean")
         if self.netns:
             parts.append("--netns")
+        parts += [f"--set {key}={value}" for key, value in sorted(self.settings.items())]
         return ".venv/bin/python -m tests.faults.replication " + " ".join(parts)
 
 
@@ -328,6 +329,10 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
     parser.add_argument("--netns", action="store_true",
                         help="every broker in a network namespace of its own, inside a "
                              "private namespace (adds the partition-leader fault kind)")
+    parser.add_argument("--set", dest="settings", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="a broker setting on top of the suite's (repeatable), e.g. "
+                             "--set replica.lag.time.max.ms=2000")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for history.jsonl, summary.json and the processes' "
                              "data and logs (default: a new temporary directory)")
@@ -335,6 +340,13 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     default = ",".join(KINDS + (NETNS_KINDS if args.netns else ()))
     faults = [k.strip() for k in (args.faults or default).split(",") if k.strip()]
+    settings = {}
+    for item in args.settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--set {item!r}: expected KEY=VALUE, e.g. "
+                         "--set replica.lag.time.max.ms=2000")
+        settings[key.strip()] = value.strip()
     unknown = [k for k in faults if k not in ALL_KINDS]
     if unknown or not faults:
         parser.error(f"--faults: unknown kind(s) {unknown}; known: {', '.join(ALL_KINDS)}")
@@ -343,7 +355,8 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
                      min_insync=args.min_insync, unclean=args.unclean,
                      partitions=args.partitions, producers=args.producers,
                      consumers=args.consumers, rate=args.rate, acks=args.acks,
-                     idempotence=args.idempotence, out=args.out, netns=args.netns)
+                     idempotence=args.idempotence, out=args.out, netns=args.netns,
+                     settings=settings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
