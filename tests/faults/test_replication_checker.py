@@ -113,6 +113,9 @@ def test_lost_alone_when_no_consumer_saw_it() -> None:
     report = check(b.events)
     only(report, "lost")
     assert report.per_fault[NO_FAULT]["lost"] == 1
+    # every round counts once for each of its kinds
+    assert report.rounds_per_kind == {"kill-zookeeper": 1, "kill-controller": 1,
+                                      "pause-leader": 1}
 
 
 def test_a_value_at_two_offsets_is_duplicated() -> None:

@@ -256,8 +256,12 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
         harness_error = (f"no record was acknowledged in {rounds_done} rounds: the run proves "
                          f"nothing (are the replicas fetching? see {out / 'clients.log'})")
         log(f"[faults] {harness_error}")
+    attempted = report.stats["attempted"]
+    # a patient producer's records all end up acknowledged: a low ratio means clients stalled
+    acked_ratio = round(report.stats["acknowledged"] / attempted, 4) if attempted else 0.0
     summary = {
         "seed": config.seed, "valid": report.valid and harness_error is None,
+        "acknowledged_ratio": acked_ratio, "rounds_per_kind": report.rounds_per_kind,
         "replay": config.replay_command(), "rounds_done": rounds_done,
         "seconds": round(time.monotonic() - started, 1), "history": str(history_path),
         "harness_error": harness_error, "report": report.as_dict(),
@@ -270,7 +274,9 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     verdict = "HARNESS FAILED (exit 2), checker: " if harness_error else ""
     log(f"[faults] seed {config.seed}: {verdict}{report.summary_line()}; {rounds_done} rounds, "
-        f"{report.stats}; history {history_path}, summary {summary_path}")
+        f"{report.stats}, {acked_ratio:.1%} of the attempted records acknowledged; rounds "
+        f"per fault kind {report.rounds_per_kind}; history {history_path}, summary "
+        f"{summary_path}")
     if not report.valid:
         log(f"[faults] per partition {report.as_dict()['per_partition']}; per fault "
             f"{report.as_dict()['per_fault']}; replay: {config.replay_command()}")
