@@ -53,7 +53,8 @@ fuzz-long: test-deps
 ## The replication fault suite's long run (docs/operations.md, "Fault suite"): FAULT_ROUNDS
 ## rounds drawn from every fault kind against a 3-node ZooKeeper ensemble and 3 brokers, topic
 ## replication factor 3 and min.insync.replicas=2; history and summary under faults-runs/.
-## FAULTS_ARGS="--seed N ..." replays a run.
+## FAULTS_ARGS="--seed N ..." replays a run; FAULTS_ARGS=--netns adds the partition-leader kind
+## (brokers in network namespaces of a private namespace): every kind of issue 13.
 FAULT_ROUNDS ?= 100
 .PHONY: faults
 faults: test-deps

@@ -218,6 +218,9 @@ def test_anomalies_are_charged_to_the_first_round_not_yet_stopped() -> None:
     assert report.per_fault["kill-controller"]["lost"] == 1
     assert report.per_fault["pause-leader"]["lost"] == 1
     assert report.per_fault[NO_FAULT]["lost"] == 1
+    # every round counts once for each of its kinds
+    assert report.rounds_per_kind == {"kill-zookeeper": 1, "kill-controller": 1,
+                                      "pause-leader": 1}
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -15,7 +15,7 @@ from tests.faults.replication.runner import parse_args
 def test_default_kinds_are_every_kind_of_the_issue_and_never_the_lossy_one() -> None:
     assert set(KINDS) == {"kill-leader", "kill-controller", "pause-leader", "kill-zookeeper",
                           "zookeeper-quorum-loss", "restart-all"}
-    assert LOSSY_KINDS == ("wipe-partition",)
+    assert LOSSY_KINDS == ("wipe-partition", "unclean-failover")
 
 
 def test_rounds_follow_the_seed_and_the_domain_rules() -> None:
@@ -47,7 +47,8 @@ def test_only_the_given_kinds_are_drawn() -> None:
 def test_the_replay_command_parses_back_into_the_same_run() -> None:
     config = parse_args(["--seed", "42", "--rounds", "7", "--duration", "12.5", "--faults",
                          "kill-leader,restart-all", "--replication-factor", "1", "--acks",
-                         "1", "--no-idempotence", "--unclean", "--rate", "20"])
+                         "1", "--no-idempotence", "--unclean", "--rate", "20",
+                         "--set", "replica.lag.time.max.ms=2000"])
     argv = shlex.split(config.replay_command())[3:]
     assert parse_args(argv) == config
 

@@ -58,7 +58,8 @@ def test_isolating_a_broker_cuts_it_off_from_the_other_brokers_only(tmp_path: Pa
 @netlab
 def test_a_short_run_with_the_leader_partitioned_loses_nothing(tmp_path: Path) -> None:
     config = RunConfig(seed=13, rounds=2, duration=5.0, quiet=1.0,
-                       faults=("partition-leader",), replication_factor=1, rate=40.0,
+                       faults=("partition-leader",), replication_factor=3, min_insync=2,
+                       rate=40.0,
                        netns=True, out=tmp_path / "run")
     result = run(config, log=lambda line: print(line, flush=True))
     assert result.harness_error is None, result.harness_error

@@ -80,6 +80,8 @@ class Report:
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
     incomplete_partitions: list[int] = field(default_factory=list)
+    #: how many fault rounds included each fault kind
+    rounds_per_kind: dict[str, int] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
@@ -102,7 +104,8 @@ class Report:
                 "per_partition": {str(p): c for p, c in sorted(self.per_partition.items())},
                 "per_fault": dict(sorted(self.per_fault.items())),
                 "incomplete_partitions": self.incomplete_partitions,
-                "stats": self.stats, "examples": self.examples}
+                "stats": self.stats, "rounds_per_kind": self.rounds_per_kind,
+                "examples": self.examples}
 
     def summary_line(self) -> str:
         counts = ", ".join(f"{kind} {self.totals[kind]}" for kind in KINDS)
@@ -162,6 +165,9 @@ def check(events: Iterable[Mapping[str, Any]]) -> Report:
     report.stats = {"attempted": len(invoked), "acknowledged": len(acked), "failed": failed,
                     "polled": len(polls), "final_records": len(finals),
                     "rounds": len(rounds.kinds)}
+    for kinds in rounds.kinds:
+        for kind in kinds:
+            report.rounds_per_kind[kind] = report.rounds_per_kind.get(kind, 0) + 1
 
     def when(value: str) -> float | None:
         """The time a value was produced: its acknowledgement, else its attempt."""

@@ -28,6 +28,11 @@ wipe-partition (lossy)     broker      kill -9 of a leader and removal of its di
                                        the topic's partitions, then a restart: loses data
                                        without replication; only for showing the checker
                                        catches loss (never in a default run)
+unclean-failover (lossy)   everything  a leader's followers SIGSTOPped until its ISR is the
+                                       leader alone, the leader killed at stop, then the
+                                       followers resumed: with acks=1 and unclean election
+                                       the records on the leader alone are lost (never in a
+                                       default run)
 =========================  ==========  =====================================================
 
 ``partition-leader`` runs only with ``--netns``: the runner re-executes itself in a private
@@ -176,6 +181,64 @@ class WipePartition(Fault):
         env.busy.discard(self.broker)
 
 
+class UncleanFailover(Fault):
+    """Lossy on purpose, with replication: seed 003's warning about unclean election.
+
+    Both followers of a partition are stopped (SIGSTOP) until the leader's ISR is the leader
+    alone (``replica.lag.time.max.ms``, or the followers' sessions expiring), so that acks=1
+    records land on the leader alone while the fault is on; at stop the leader is killed
+    (kill -9) and only then are the followers resumed: with
+    ``unclean.leader.election.enable=true`` one of them is elected without those records.
+    The leader is restarted once the partition has its new leader (it then truncates)."""
+
+    name = "unclean-failover"
+    domain = "everything"
+    lossy = True
+
+    def start(self, env: NemesisEnv) -> dict[str, Any]:
+        partition, self.leader = env.random_leader()
+        if partition is None:
+            raise RuntimeError(f"no partition of {env.topic} has a live leader")
+        self.partition = partition
+        self.followers = [b for b in env.running_brokers() if b != self.leader]
+        env.busy.update([self.leader, *self.followers])
+        for broker in self.followers:
+            env.cluster.sigstop(broker)
+        # the ISR shrinks by lag (checked every half of replica.lag.time.max.ms) or when the
+        # stopped brokers' sessions expire, whichever comes first
+        timeout = env.cluster.session_timeout_s + 60
+        deadline = time.monotonic() + timeout
+        while True:
+            state = env.cluster.partition_state(env.topic, partition) or {}
+            if state.get("isr") == [self.leader] and state.get("leader") == self.leader:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"ISR of {env.topic}-{partition} still {state.get('isr')} "
+                                   f"{timeout:.0f} s after its followers {self.followers} "
+                                   f"were stopped (leader {self.leader})")
+            time.sleep(0.1)
+        return {"broker": self.leader, "partition": partition, "stopped": self.followers,
+                "isr": [self.leader]}
+
+    def stop(self, env: NemesisEnv) -> None:
+        env.cluster.kill9(self.leader)
+        for broker in self.followers:
+            env.cluster.sigcont(broker)
+        env.cluster.wait_registered(self.followers, env.cluster.session_timeout_s + 60)
+        deadline = time.monotonic() + 120
+        while True:  # the unclean election, before the old leader can come back
+            state = env.cluster.partition_state(env.topic, self.partition) or {}
+            if state.get("leader") in self.followers:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{env.topic}-{self.partition} not led by one of "
+                                   f"{self.followers} 120 s after its leader {self.leader} "
+                                   f"was killed: {state}")
+            time.sleep(0.1)
+        env.cluster.restart(self.leader)
+        env.busy.difference_update([self.leader, *self.followers])
+
+
 class PartitionLeader(Fault):
     """The leader cut off from the other brokers, not from ZooKeeper or the clients."""
 
@@ -258,7 +321,7 @@ class RestartAll(Fault):
 
 _CLASSES: tuple[type[Fault], ...] = (KillLeader, KillController, PauseLeader,
                                      KillZooKeeperNode, ZooKeeperQuorumLoss, RestartAll,
-                                     PartitionLeader, WipePartition)
+                                     PartitionLeader, WipePartition, UncleanFailover)
 #: Every fault kind by name.
 ALL_KINDS: dict[str, type[Fault]] = {cls.name: cls for cls in _CLASSES}
 #: The kinds a replicated cluster must survive without losing an acknowledged record, on

@@ -78,6 +78,7 @@ class RunConfig:
             parts.append("--unclean")
         if self.netns:
             parts.append("--netns")
+        parts += [f"--set {key}={value}" for key, value in sorted(self.settings.items())]
         return ".venv/bin/python -m tests.faults.replication " + " ".join(parts)
 
 
@@ -160,7 +161,8 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
         raise ValueError(f"fault kind(s) {needs_lab} need the brokers in network namespaces: "
                          "add --netns")
     log(f"[faults] seed {config.seed} (--seed {config.seed} replays it)")
-    out = Path(config.out or tempfile.mkdtemp(prefix=f"moldau-faults-{config.seed}-"))
+    # absolute: ZooKeeper and the brokers run with other working directories
+    out = Path(config.out or tempfile.mkdtemp(prefix=f"moldau-faults-{config.seed}-")).resolve()
     if out.exists() and any(out.iterdir()):
         # the brokers' data of an earlier run would belong to another cluster id
         raise ValueError(f"--out {out} is not empty: give a new or empty directory")
@@ -254,8 +256,12 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
         harness_error = (f"no record was acknowledged in {rounds_done} rounds: the run proves "
                          f"nothing (are the replicas fetching? see {out / 'clients.log'})")
         log(f"[faults] {harness_error}")
+    attempted = report.stats["attempted"]
+    # a patient producer's records all end up acknowledged: a low ratio means clients stalled
+    acked_ratio = round(report.stats["acknowledged"] / attempted, 4) if attempted else 0.0
     summary = {
         "seed": config.seed, "valid": report.valid and harness_error is None,
+        "acknowledged_ratio": acked_ratio, "rounds_per_kind": report.rounds_per_kind,
         "replay": config.replay_command(), "rounds_done": rounds_done,
         "seconds": round(time.monotonic() - started, 1), "history": str(history_path),
         "harness_error": harness_error, "report": report.as_dict(),
@@ -268,7 +274,9 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
     summary_path.write_text(json.dumps(summary, indent=2) + "\n")
     verdict = "HARNESS FAILED (exit 2), checker: " if harness_error else ""
     log(f"[faults] seed {config.seed}: {verdict}{report.summary_line()}; {rounds_done} rounds, "
-        f"{report.stats}; history {history_path}, summary {summary_path}")
+        f"{report.stats}, {acked_ratio:.1%} of the attempted records acknowledged; rounds "
+        f"per fault kind {report.rounds_per_kind}; history {history_path}, summary "
+        f"{summary_path}")
     if not report.valid:
         log(f"[faults] per partition {report.as_dict()['per_partition']}; per fault "
             f"{report.as_dict()['per_fault']}; replay: {config.replay_command()}")
@@ -327,6 +335,10 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
     parser.add_argument("--netns", action="store_true",
                         help="every broker in a network namespace of its own, inside a "
                              "private namespace (adds the partition-leader fault kind)")
+    parser.add_argument("--set", dest="settings", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="a broker setting on top of the suite's (repeatable), e.g. "
+                             "--set replica.lag.time.max.ms=2000")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for history.jsonl, summary.json and the processes' "
                              "data and logs (default: a new temporary directory)")
@@ -334,6 +346,13 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
     seed = args.seed if args.seed is not None else random.randrange(1 << 31)
     default = ",".join(KINDS + (NETNS_KINDS if args.netns else ()))
     faults = [k.strip() for k in (args.faults or default).split(",") if k.strip()]
+    settings = {}
+    for item in args.settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            parser.error(f"--set {item!r}: expected KEY=VALUE, e.g. "
+                         "--set replica.lag.time.max.ms=2000")
+        settings[key.strip()] = value.strip()
     unknown = [k for k in faults if k not in ALL_KINDS]
     if unknown or not faults:
         parser.error(f"--faults: unknown kind(s) {unknown}; known: {', '.join(ALL_KINDS)}")
@@ -342,7 +361,8 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
                      min_insync=args.min_insync, unclean=args.unclean,
                      partitions=args.partitions, producers=args.producers,
                      consumers=args.consumers, rate=args.rate, acks=args.acks,
-                     idempotence=args.idempotence, out=args.out, netns=args.netns)
+                     idempotence=args.idempotence, out=args.out, netns=args.netns,
+                     settings=settings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
