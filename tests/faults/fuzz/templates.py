@@ -113,4 +113,16 @@ TEMPLATES: dict[int, dict[str, Any]] = {
             {"partition_index": 0, "leader_epoch": 0, "partition_epoch": 0,
              "leader_recovery_state": 0, "new_isr": [1],
              "new_isr_with_epochs": [{"broker_id": 1, "broker_epoch": -1}]}]}]},
+    # A preferred election of named partitions (null, every partition, comes from mutation;
+    # v0 has no election_type).
+    ApiKey.ELECT_LEADERS: {"election_type": 0, "timeout": 5000, "topic_partitions": [
+        {"topic": "fuzz-a", "partitions": [0, 1]}]},
+    # A move of one partition to the fuzz broker (a single node: nothing to copy) and the
+    # cancel of another (null replicas).
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: {
+        "timeout": 5000, "allow_replication_factor_change": True, "topics": [
+            {"name": "fuzz-a", "partitions": [{"partition_index": 0, "replicas": [1]},
+                                              {"partition_index": 1, "replicas": None}]}]},
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: {"timeout": 5000, "topics": [
+        {"name": "fuzz-a", "partition_indexes": [0, 1]}]},
 }
