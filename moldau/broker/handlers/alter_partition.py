@@ -75,9 +75,12 @@ async def handle_alter_partition(ctx: RequestContext, request: Any) -> Any:
     if any(r.error == ErrorCode.not_controller for r in results):
         # Deposed (or not yet armed) while answering: the sender retries at the top level.
         return ctx.respond(response_data([], ErrorCode.not_controller))
+    topics = broker.image.topics_by_id
     for change, result in zip(changes, results, strict=True):
         if result.error != ErrorCode.none:
-            log.info("ISR change of %s-%d from broker %d refused: %s %s", change.topic_id,
+            topic = topics.get(change.topic_id)  # logs name the topic (its id if unknown)
+            log.info("ISR change of %s-%d from broker %d refused: %s %s",
+                     topic.name if topic is not None else change.topic_id,
                      change.partition, request.broker_id, result.error.name.upper(),
                      result.message or "")
     return ctx.respond(response_data(results))
