@@ -105,26 +105,24 @@ def read_zookeeper(connect: str, timeout_s: float = 5.0) -> ZkView:
         client.close()
 
 
-def _cluster_id(client: Any) -> str | None:
+def _json_field(client: Any, path: str, key: str, kind: type) -> Any:
+    """``key`` of the JSON object in znode ``path``, when it is there and of ``kind``."""
     from kazoo.exceptions import NoNodeError
 
     try:
-        data, _stat = client.get("/cluster/id")
-        value = json.loads(_text(data)).get("id")
+        data, _stat = client.get(path)
+        value = json.loads(_text(data)).get(key)
     except (NoNodeError, ValueError, AttributeError):
         return None
-    return value if isinstance(value, str) else None
+    return value if isinstance(value, kind) else None
+
+
+def _cluster_id(client: Any) -> str | None:
+    return _json_field(client, "/cluster/id", "id", str)
 
 
 def _controller(client: Any) -> int | None:
-    from kazoo.exceptions import NoNodeError
-
-    try:
-        data, _stat = client.get("/controller")
-        value = json.loads(_text(data)).get("brokerid")
-    except (NoNodeError, ValueError, AttributeError):
-        return None
-    return value if isinstance(value, int) else None
+    return _json_field(client, "/controller", "brokerid", int)
 
 
 __all__ = ["decode_registration", "read_zookeeper"]
