@@ -28,8 +28,7 @@ from .assignment import AssignmentError, assign_replicas
 from .channel import PRODUCER_ID_BLOCK, Outcome, TopicResult, TopicSpec
 from .configs import validate_broker_changes
 from .image import MetadataImage
-from .isr_change import IsrChange, IsrChangeResult, partition_state_of, plan_isr_changes
-from .leader_election import Results, plan_elections
+from .leadership_control import LeadershipControl
 from .log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC
 from .reassignment_control import ReassignmentControl
 from .records import (
@@ -96,7 +95,7 @@ def batch_size(records: Sequence[MetadataRecord]) -> int:
     return _BATCH_OVERHEAD + sum(len(r.encode()) + _RECORD_OVERHEAD for r in records)
 
 
-class Controller(ReassignmentControl):
+class Controller(LeadershipControl, ReassignmentControl):
     """Validates, records and applies cluster metadata changes."""
 
     def __init__(
@@ -418,44 +417,6 @@ class Controller(ReassignmentControl):
     async def change_partition(self, topic_id: uuid.UUID, partition: int, *,
                                leader: int | None = None, isr: list[int] | None = None) -> None:
         await self.commit([PartitionChangeRecord(topic_id, partition, leader=leader, isr=isr)])
-
-    async def alter_partition(self, broker_id: int, changes: Sequence[IsrChange]
-                              ) -> list[IsrChangeResult]:
-        """ISR changes a partition leader asks for (AlterPartition): each validated on its own
-        (:mod:`.isr_change`), the valid ones committed as one batch; each answered with the
-        partition's state after it, or why it was refused."""
-
-        async def run() -> list[IsrChangeResult]:
-            problems, records = plan_isr_changes(self.image, broker_id, changes,
-                                                 ineligible=self.ineligible_replicas)
-            failed = await self._try_commit(records)
-            results = [partition_state_of(self.image, change.topic_id, change.partition,
-                                          *(problem or failed or (ErrorCode.none, None)))
-                       for change, problem in zip(changes, problems, strict=True)]
-            if failed is None and records:
-                # A replica joining the ISR may complete a reassignment (Kafka's controller
-                # checks on every ISR change); the leader's answer is the ISR change itself.
-                await self._complete_reassignments(
-                    {(c.topic_id, c.partition) for c in changes})
-            return results
-
-        return await self._one_at_a_time(run)
-
-    async def elect_leaders(self, election_type: int,
-                            partitions: Sequence[tuple[str, int]] | None) -> Results:
-        """ElectLeaders: PREFERRED or UNCLEAN elections of ``partitions`` (None: all), planned
-        and answered by :mod:`.leader_election`, committed as one batch."""
-
-        async def run() -> Results:
-            plan = plan_elections(self.image, election_type, partitions,
-                                  self.ineligible_replicas)
-            failed = await self._try_commit(plan.records)
-            if failed is not None:
-                return {tp: failed if code == ErrorCode.none else (code, message)
-                        for tp, (code, message) in plan.results.items()}
-            return plan.results
-
-        return await self._one_at_a_time(run)
 
     # --- configs -----------------------------------------------------------------------
     def _check_resource(self, resource_type: int, name: str) -> Problem:
