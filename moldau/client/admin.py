@@ -98,6 +98,19 @@ class AdminClient:
             raise AdminError(what, failed)
         return results
 
+    async def _ask_controller(self, what: str, key: ApiKey, body: dict[str, Any]) -> Any:
+        """Send ``body`` to the active controller, again after NOT_CONTROLLER or a time-out
+        (:meth:`_retrying`); a top-level error code raises :class:`BrokerError`."""
+
+        async def send() -> Any:
+            response = await self.cluster.request(self._controller(), key, body)
+            if response.error_code:
+                raise BrokerError(response.error_code,
+                                  getattr(response, "error_message", None) or "", what)
+            return response
+
+        return await self._retrying(what, send)
+
     async def _per_item(
         self, what: str, send: Any, extract: Any, items: list[Any]
     ) -> dict[Any, BrokerError | None]:
@@ -465,23 +478,13 @@ class AdminClient:
         """Reassign partitions to the given replicas (None cancels the reassignment in
         progress); ``{partition: None}`` for each one the controller accepted."""
         wanted = {tp: None if r is None else list(r) for tp, r in targets.items()}
-        by_topic: dict[str, list[TopicPartition]] = {}
-        for tp in wanted:
-            by_topic.setdefault(tp.topic, []).append(tp)
-
-        async def send() -> Any:
-            key = ApiKey.ALTER_PARTITION_REASSIGNMENTS
-            r = await self.cluster.request(self._controller(), key, {
+        response = await self._ask_controller(
+            "AlterPartitionReassignments", ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
                 "timeout": self.config["request.timeout.ms"], "topics": [
                     {"name": topic, "partitions": [
-                        {"partition_index": tp.partition, "replicas": wanted[tp]}
-                        for tp in tps]} for topic, tps in by_topic.items()]})
-            if r.error_code:
-                raise BrokerError(r.error_code, r.error_message or "",
-                                  "AlterPartitionReassignments")
-            return r
-
-        response = await self._retrying("AlterPartitionReassignments", send)
+                        {"partition_index": i, "replicas": wanted[TopicPartition(topic, i)]}
+                        for i in indexes]}
+                    for topic, indexes in _indexes_by_topic(wanted).items()]})
         results: dict[TopicPartition, BrokerError | None] = {}
         for t in response.responses:
             for p in t.partitions:
@@ -495,24 +498,12 @@ class AdminClient:
         self, partitions: Iterable[TopicPartition] | None = None,
     ) -> dict[TopicPartition, PartitionReassignment]:
         """The reassignments in progress: of every partition, or of the given ones."""
-        topics: dict[str, list[int]] | None = None
-        if partitions is not None:
-            topics = {}
-            for tp in partitions:
-                topics.setdefault(tp.topic, []).append(tp.partition)
-
-        async def send() -> Any:
-            key = ApiKey.LIST_PARTITION_REASSIGNMENTS
-            r = await self.cluster.request(self._controller(), key, {
+        topics = None if partitions is None else _indexes_by_topic(partitions)
+        response = await self._ask_controller(
+            "ListPartitionReassignments", ApiKey.LIST_PARTITION_REASSIGNMENTS, {
                 "timeout": self.config["request.timeout.ms"],
                 "topics": None if topics is None else [
                     {"name": n, "partition_indexes": ps} for n, ps in topics.items()]})
-            if r.error_code:
-                raise BrokerError(r.error_code, r.error_message or "",
-                                  "ListPartitionReassignments")
-            return r
-
-        response = await self._retrying("ListPartitionReassignments", send)
         return {TopicPartition(t.name, p.partition_index): PartitionReassignment(
                     tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
                 for t in response.topics for p in t.partitions}
@@ -527,9 +518,7 @@ class AdminClient:
         the partitions that needed no election."""
         wanted = None if partitions is None else list(dict.fromkeys(partitions))
         timeout = timeout_ms if timeout_ms is not None else self.config["request.timeout.ms"]
-        topics: dict[str, list[int]] = {}
-        for tp in wanted or ():
-            topics.setdefault(tp.topic, []).append(tp.partition)
+        topics = _indexes_by_topic(wanted or ())
 
         async def send() -> Any:
             response = await self.cluster.request(self._controller(), ApiKey.ELECT_LEADERS, {
@@ -601,3 +590,11 @@ class AdminClient:
 
 def _key(item: Any) -> str:
     return item.name if isinstance(item, NewTopic) else str(item)
+
+
+def _indexes_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    """Partition indexes by topic name, in the order given (request bodies group by topic)."""
+    out: dict[str, list[int]] = {}
+    for tp in partitions:
+        out.setdefault(tp.topic, []).append(tp.partition)
+    return out
