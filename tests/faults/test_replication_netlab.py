@@ -14,6 +14,8 @@ from tests.faults.replication.netlab import FaultLab
 from tests.faults.replication.runner import RunConfig, run
 from tests.net.lab import netlab
 
+# A fixed port is safe here: it is bound only inside the lab's own network namespaces (lab
+# addresses 10.77.0.x that exist nowhere else), never on the host's loopback.
 PORT = 9092
 CONNECT = ("import socket, sys\n"
            "socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2).close()\n")
