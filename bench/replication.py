@@ -231,13 +231,13 @@ def _produce(bootstrap: str, topic: str, plan: Plan, acks: str,
     out.pop("workers", None)
     out["acks"] = acks
     out["wall_s"] = sampler.usage.wall_s if sampler.usage else None
-    out["server_cpu_s"] = {name: round(cpu_seconds(pid) - cpu0[name], 2)
-                           for name, pid in pids.items()}
+    spent = {name: cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
+    out["server_cpu_s"] = {name: round(s, 2) for name, s in spent.items()}
     out["mb_per_s"] = round(result.mb_per_s, 2)
     # what the records cost the brokers, all of them: a figure the machine's load moves less
-    # than throughput does
-    out["server_cpu_s_per_gb"] = (round(sum(out["server_cpu_s"].values()) / (result.bytes / 1e9),
-                                        2) if result.bytes else None)
+    # than throughput does (from the unrounded seconds: a short run spends only a few ticks)
+    out["server_cpu_s_per_gb"] = (round(sum(spent.values()) / (result.bytes / 1e9), 2)
+                                  if result.bytes else None)
     return out
 
 
