@@ -15,6 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
+from ..coordinator.shard import LoggedRecord
 from .classic import ClassicGroup
 from .records import (
     ConsumerAssignmentKey,
@@ -30,6 +31,8 @@ from .records import (
     OffsetValue,
     SkippedKey,
     Value,
+    decode_key,
+    decode_value,
 )
 
 if TYPE_CHECKING:
@@ -91,8 +94,10 @@ class OffsetStore:
 class GroupShard:
     """Groups and offsets of one ``__consumer_offsets`` partition."""
 
-    def __init__(self, partition: int) -> None:
+    def __init__(self, partition: int, epoch: int = 0) -> None:
         self.partition = partition
+        # The partition's leader epoch at load (the coordinator epoch of transaction markers).
+        self.epoch = epoch
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         # Latest GroupMetadata / ConsumerGroupMetadata value per group while loading.
@@ -101,8 +106,18 @@ class GroupShard:
         self._loaded_members: dict[str, dict[str, ConsumerMemberValue]] = {}
         self._loaded_assignments: dict[str, dict[str, ConsumerAssignmentValue]] = {}
 
-    def replay(self, key: Key, value: Value | None, record_offset: int) -> None:
-        """Apply one record read back from the log while loading."""
+    def replay(self, record: LoggedRecord) -> None:
+        """Apply one record read back from the log while loading (the runtime's entry);
+        raises RecordFormatError (a ValueError) for a record it cannot read."""
+        key = decode_key(record.key)
+        value = decode_value(key, record.value)
+        self.replay_decoded(key, value, record.offset)
+
+    def replay_end_txn(self, producer_id: int, commit: bool, offset: int) -> None:
+        """The end of ``producer_id``'s transaction: nothing is pending yet."""
+
+    def replay_decoded(self, key: Key, value: Value | None, record_offset: int) -> None:
+        """Apply one decoded record found at ``record_offset``."""
         match key:
             case OffsetKey():
                 assert value is None or isinstance(value, OffsetValue)
