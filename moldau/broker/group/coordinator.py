@@ -36,6 +36,7 @@ from .partitioning import OFFSETS_TOPIC
 from .records import Key, Value, encode_key, encode_value
 from .shard import Group, GroupShard
 from .timer import Timer
+from .txn_offsets import TxnOffsetManager
 from .wire import MAX_CLASSIC_STRING, StringTooLong, fits_classic
 
 log = logging.getLogger(__name__)
@@ -58,11 +59,12 @@ class GroupCoordinator(ShardListener[GroupShard]):
         self.image = image
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
             OFFSETS_TOPIC, offsets_log, timer, node_id=node_id, image=image,
-            new_shard=GroupShard, listener=self,
+            new_shard=lambda p, epoch: GroupShard(p, epoch, timer.now_ms), listener=self,
             default_partitions=config.offsets_topic_num_partitions, fenced=fenced)
         self.classic = ClassicProtocol(self)
         self.consumer = ConsumerProtocol(self)
         self.offsets = OffsetManager(self)
+        self.txn_offsets = TxnOffsetManager(self)
         self.admin = GroupAdmin(self)
         self.closed = False
 
