@@ -101,6 +101,13 @@ TEMPLATES: dict[int, dict[str, Any]] = {
         {"topic": "fuzz-a", "partitions": [
             {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0},
             {"partition": 1, "current_leader_epoch": 0, "leader_epoch": 0}]}]},
+    ApiKey.TXN_OFFSET_COMMIT: {"transactional_id": "fuzz-txn", "group_id": GROUPS[0],
+                               "producer_id": 1, "producer_epoch": 0, "generation_id": -1,
+                               "member_id": "", "group_instance_id": None, "topics": [
+                                   {"name": "fuzz-a", "partitions": [
+                                       {"partition_index": 0, "committed_offset": 1,
+                                        "committed_leader_epoch": -1,
+                                        "committed_metadata": ""}]}]},
     ApiKey.DESCRIBE_PRODUCERS: {"topics": [{"name": "fuzz-a", "partition_indexes": [0, 1]}]},
     # Named partitions of one topic (null topics, every partition, comes from mutation).
     ApiKey.DESCRIBE_LOG_DIRS: {"topics": [{"topic": "fuzz-a", "partitions": [0, 1]}]},
