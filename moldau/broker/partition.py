@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records.batch import BatchHeader
 from ..storage.log import AppendInfo, Log
+from ..storage.producer_state import ORIGIN_CLIENT
 from .metadata.image import PartitionState
 from .metadata.isr_change import IsrChangeResult
 from .purgatory import Purgatory
@@ -210,8 +211,10 @@ class Partition:
 
     # --- writes --------------------------------------------------------------------------
     def append_as_leader(self, buf: bytes | bytearray | memoryview,
-                         headers: list[BatchHeader]) -> AppendInfo:
-        """Append validated batches; raises KafkaError for producer-state errors."""
+                         headers: list[BatchHeader], *,
+                         origin: str = ORIGIN_CLIENT) -> AppendInfo:
+        """Append validated batches; raises KafkaError for producer-state errors.
+        ``origin`` "coordinator": a coordinator's append (see :meth:`Log.append`)."""
         if self.leader != self.node_id:
             raise KafkaError(
                 ErrorCode.not_leader_or_follower,
@@ -220,7 +223,7 @@ class Partition:
         log = self.log
         append_time = (self.time_ms() if log.config.message_timestamp_type == "LogAppendTime"
                        else None)
-        info = log.append(buf, headers, self.leader_epoch, append_time)
+        info = log.append(buf, headers, self.leader_epoch, append_time, origin=origin)
         if not info.duplicate:
             self._maybe_advance_high_watermark()
             self.purgatory.notify(self.key)

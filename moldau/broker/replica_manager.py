@@ -38,6 +38,7 @@ from ..protocol.records.compression import Codec
 from ..storage.config import LogConfig
 from ..storage.errors import KafkaStorageError
 from ..storage.manager import LogManager
+from ..storage.producer_state import ORIGIN_CLIENT
 from .config.loader import BrokerConfig
 from .metadata.configs import effective_topic_config
 from .metadata.image import MetadataImage
@@ -453,7 +454,11 @@ class ReplicaManager:
 
     def append_records(self, topic: str, index: int, records: bytes | memoryview | None, *,
                        acks: int,
-                       transactional_id: str | None, internal: bool = False) -> ProduceOutcome:
+                       transactional_id: str | None, internal: bool = False,
+                       origin: str = ORIGIN_CLIENT) -> ProduceOutcome:
+        # origin "coordinator" (a coordinator's own appends to its internal topic): control
+        # batches allowed, sequence checks skipped, producer-epoch checks kept (Kafka's
+        # AppendOrigin.COORDINATOR).
         if topic in INTERNAL_TOPICS and not internal:
             return ProduceOutcome(ErrorCode.invalid_topic_exception,
                                   f"Cannot append to internal topic {topic}")
@@ -471,6 +476,7 @@ class ReplicaManager:
             timestamp_after_max_ms=after_max,
             log_append_time=config.message_timestamp_type == "LogAppendTime",
             compacted=config.compact,
+            control_allowed=origin != ORIGIN_CLIENT,
         )
         if isinstance(checked, Rejection):
             return ProduceOutcome(checked.code, checked.message)
@@ -487,7 +493,7 @@ class ReplicaManager:
             if target is not None and any(h.compression != target for h in checked):
                 buf, checked = recompress(buf, checked, target)
         try:
-            result = partition.append_as_leader(buf, checked)
+            result = partition.append_as_leader(buf, checked, origin=origin)
         except KafkaError as exc:
             return ProduceOutcome(exc.code, exc.message)
         wait = None
