@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from moldau.protocol.records.batch import CONTROL_BIT, BatchHeader, set_log_append_time
+from moldau.protocol.records.control import parse_end_txn_marker
 
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
@@ -45,7 +46,6 @@ from .producer_state import (
     ProducerAppend,
     ProducerStateEntry,
     ProducerStateManager,
-    parse_end_txn_marker,
 )
 from .scan import validate_replicated
 from .segment import Segment

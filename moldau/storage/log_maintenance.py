@@ -11,11 +11,13 @@ import threading
 from bisect import bisect_right
 from collections.abc import Callable
 
+from moldau.protocol.records.control import parse_end_txn_marker
+
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import KafkaStorageError, OffsetOutOfRange
 from .fs import FileSystem, fsync_handles, remove_files
-from .producer_state import ProducerStateManager, parse_end_txn_marker
+from .producer_state import ProducerStateManager
 from .retention import (
     Predicate,
     deletable_segments,

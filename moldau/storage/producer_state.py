@@ -40,7 +40,7 @@ from crc32c import crc32c
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records.batch import BatchHeader
-from moldau.protocol.records.codec import decode_batch
+from moldau.protocol.records.control import EndTxnMarker
 
 from .errors import CorruptSnapshot, ProducerStateError
 from .fs import FileSystem
@@ -134,14 +134,6 @@ class CompletedTxn:
     first_offset: int
     last_offset: int
     is_aborted: bool
-
-
-@dataclass(slots=True, frozen=True)
-class EndTxnMarker:
-    """The decoded record of a control batch (key: version, type; value: version, epoch)."""
-
-    is_commit: bool
-    coordinator_epoch: int
 
 
 @dataclass(slots=True)
@@ -434,25 +426,3 @@ def decode_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:
         raise CorruptSnapshot("producer snapshot has trailing bytes")
     return out
 
-
-def parse_end_txn_marker(
-    batch: bytes | bytearray | memoryview, pos: int = 0
-) -> EndTxnMarker | None:
-    """Decode the single control record of a control batch at ``pos`` (None if empty/unknown).
-
-    Only transaction markers (type 0 ABORT, 1 COMMIT) end transactions; other control types
-    (e.g. KRaft's LeaderChange) return None.
-    """
-    decoded = decode_batch(batch, pos)
-    if not decoded.records:
-        return None
-    record = decoded.records[0]
-    if record.key is None or len(record.key) < 4:
-        return None
-    _version, ctype = struct.unpack_from(">hh", record.key, 0)
-    if ctype not in (0, 1):
-        return None
-    coordinator_epoch = -1
-    if record.value is not None and len(record.value) >= 6:
-        coordinator_epoch = struct.unpack_from(">i", record.value, 2)[0]
-    return EndTxnMarker(is_commit=ctype == 1, coordinator_epoch=coordinator_epoch)
