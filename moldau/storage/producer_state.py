@@ -143,6 +143,22 @@ class ProducerAppend:
     updated: dict[int, ProducerStateEntry] = field(default_factory=dict)
     completed_txns: list[CompletedTxn] = field(default_factory=list)
     duplicate: BatchMetadata | None = None
+    # Producers whose verification guard this append ends (a transactional write, a marker
+    # or a new epoch).
+    ended_guards: set[int] = field(default_factory=set)
+
+
+class VerificationGuard:
+    """The token of one KIP-890 verification: only the latest token of a producer id opens its
+    transaction on the partition; an end marker or a new epoch in between makes it stale."""
+
+    __slots__ = ("producer_id",)
+
+    def __init__(self, producer_id: int) -> None:
+        self.producer_id = producer_id
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard(producer {self.producer_id})"
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -165,6 +181,11 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         # producer id -> first offset of its open transaction
         self.ongoing_txns: dict[int, int] = {}
+        # first offset -> a transaction whose marker is not yet below the high watermark
+        # (Kafka's unreplicatedTxns): it still bounds the last stable offset.
+        self.unreplicated_txns: dict[int, CompletedTxn] = {}
+        # producer id -> the guard of its verification in flight (memory only, KIP-890)
+        self._guards: dict[int, VerificationGuard] = {}
         self.map_end_offset = 0
 
     # -- append path -------------------------------------------------------------------
@@ -172,12 +193,16 @@ class ProducerStateManager:
         self,
         batches: list[tuple[BatchHeader, int, EndTxnMarker | None]],
         origin: str = ORIGIN_CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> ProducerAppend:
         """Validate ``(header, first_offset, marker)`` triples of batches about to be appended.
 
         ``first_offset`` is the offset the batch will get (the header's own base offset may
         still be the client's 0). Control batches carry their decoded ``marker``. Stops at the
         first duplicate batch of a client append (the whole append is then answered from it).
+        With a ``verification_guard`` (a produce the coordinator verified), a batch that opens
+        a transaction needs that guard to still be its producer's current one
+        (INVALID_TXN_STATE otherwise: a marker or a new epoch came in between).
         """
         result = ProducerAppend()
         updated = result.updated
@@ -198,6 +223,17 @@ class ProducerStateManager:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 updated[pid] = entry
             last_offset = first_offset + header.last_offset_delta
+            if header.is_transactional or header.producer_epoch != entry.producer_epoch:
+                result.ended_guards.add(pid)
+            if (verification_guard is not None and header.is_transactional
+                    and not header.is_control and entry.current_txn_first_offset < 0
+                    and self._guards.get(pid) is not verification_guard):
+                raise _fail(
+                    ErrorCode.invalid_txn_state,
+                    f"Partition {self.name} was not added to the transaction of producer "
+                    f"{pid}: its verification is stale (the transaction ended or the epoch "
+                    "changed meanwhile)",
+                )
             if header.is_control:
                 if marker is None:
                     continue  # an empty control batch: its transaction was cleaned away
@@ -277,6 +313,30 @@ class ProducerStateManager:
                 self.ongoing_txns[pid] = entry.current_txn_first_offset
             else:
                 self.ongoing_txns.pop(pid, None)
+        for txn in append.completed_txns:
+            self.unreplicated_txns[txn.first_offset] = txn
+        for pid in append.ended_guards:
+            self._guards.pop(pid, None)
+
+    # -- KIP-890 verification and the high watermark ---------------------------------------
+    def begin_verification(self, producer_id: int) -> VerificationGuard:
+        """Start verifying ``producer_id``'s first transactional write here; the guard goes
+        to :meth:`prepare` once the coordinator confirmed the partition is in the txn."""
+        guard = self._guards.get(producer_id)
+        if guard is None:
+            guard = self._guards[producer_id] = VerificationGuard(producer_id)
+        return guard
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard | None:
+        """The guard of ``producer_id``'s verification in flight, if any."""
+        return self._guards.get(producer_id)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is now below the high watermark stop bounding the LSO."""
+        if self.unreplicated_txns:
+            for first in [f for f, t in self.unreplicated_txns.items()
+                          if t.last_offset < high_watermark]:
+                del self.unreplicated_txns[first]
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
@@ -292,8 +352,11 @@ class ProducerStateManager:
         return self.producers.get(producer_id)
 
     def first_unstable_offset(self) -> int | None:
-        """First offset of the oldest open transaction (bounds the last stable offset)."""
-        return min(self.ongoing_txns.values()) if self.ongoing_txns else None
+        """First offset of the oldest transaction that is open or whose marker is not yet
+        replicated (below the high watermark): the last stable offset cannot pass it."""
+        candidates = list(self.ongoing_txns.values())
+        candidates += self.unreplicated_txns
+        return min(candidates) if candidates else None
 
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """LSO once ``completed`` ends: the next open transaction's start, else its end + 1
@@ -314,6 +377,8 @@ class ProducerStateManager:
     def clear(self) -> None:
         self.producers.clear()
         self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+        self._guards.clear()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.clear()
