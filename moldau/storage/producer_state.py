@@ -341,11 +341,17 @@ class ProducerStateManager:
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
 
-    def apply_replicated(self, header: BatchHeader, marker: EndTxnMarker | None) -> None:
-        """Rebuild path: apply one batch from the log without validation."""
+    def apply_replicated(self, header: BatchHeader, marker: EndTxnMarker | None
+                         ) -> list[CompletedTxn]:
+        """Rebuild path: apply one batch from the log without validation; the transactions
+        its marker completed."""
+        completed: list[CompletedTxn] = []
         if header.producer_id >= 0:
-            self.commit(self.prepare([(header, header.base_offset, marker)], ORIGIN_REPLICATION))
+            append = self.prepare([(header, header.base_offset, marker)], ORIGIN_REPLICATION)
+            self.commit(append)
+            completed = append.completed_txns
         self.map_end_offset = header.next_offset
+        return completed
 
     # -- queries -----------------------------------------------------------------------
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
