@@ -18,8 +18,8 @@
    truncated to the log's range; a checkpoint that cannot be read stops the load with
    :class:`~.errors.LogDirError` (as Kafka takes the log dir offline). Producer state is loaded
    from the newest snapshot and brought up to date from batch headers; the aborted
-   transaction index (``.txnindex``) of every recovered segment is rebuilt on the way from the
-   ABORT markers replayed (from the newest snapshot at or below the first recovered segment).
+   transaction index (``.txnindex``) of every recovered segment holding markers is rebuilt on
+   the way from the ABORT markers replayed (from the newest snapshot at or below the first).
 """
 
 from __future__ import annotations
@@ -210,12 +210,16 @@ def load_log(
             stats.stray_files_removed += 1
     bases.sort()
 
+    # Recovered segments holding transaction markers: their .txnindex is rebuilt.
+    with_markers: set[int] = set()
+
     def on_batch(_pos: int, h: BatchHeader, _scanner: BatchScanner) -> None:
         epoch_cache.maybe_assign_from_batch(h.partition_leader_epoch, h.base_offset)
+        if h.is_control and h.producer_id >= 0:
+            with_markers.add(base)
 
     first_unflushed = max(bisect_right(bases, recovery_point) - 1, 0)
     segments: list[Segment] = []
-    recovered: list[int] = []
     for i, base in enumerate(bases):
         seg = Segment(directory, base, fs, config, now)
         must_recover = not clean_shutdown and i >= first_unflushed
@@ -224,7 +228,6 @@ def load_log(
             stats.indexes_rebuilt += 1
         if must_recover:
             truncated, scanner = recover_segment(seg, on_batch)
-            recovered.append(base)
             stats.segments_recovered += 1
             stats.batches_scanned += scanner.batches
             stats.bytes_truncated += truncated
@@ -271,6 +274,6 @@ def load_log(
               log_start_offset=log_start, recovery_point=new_recovery_point,
               high_watermark=high_watermark, epoch_cache=epoch_cache,
               producer_state=producer_state, fs=fs, time_ms=time_ms, rng=rng)
-    stats.producer_batches_replayed += log.rebuild_producer_state(recovered)
+    stats.producer_batches_replayed += log.rebuild_producer_state(with_markers)
     return log
 
