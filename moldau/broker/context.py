@@ -25,6 +25,7 @@ from .group.coordinator import GroupCoordinator
 from .metadata.channel import ControllerChannel
 from .metadata.image import MetadataImage
 from .replica_manager import ReplicaManager
+from .txn.markers import MarkerWriter
 
 
 class BrokerContext(Protocol):
@@ -70,6 +71,12 @@ class BrokerContext(Protocol):
     @property
     def group_coordinator(self) -> GroupCoordinator | None:
         """The group coordinator; None until it is started."""
+        ...
+
+    @property
+    def marker_writer(self) -> MarkerWriter:
+        """Writes transaction markers to partitions led here (WriteTxnMarkers, the local
+        marker path)."""
         ...
 
     def time_ms(self) -> int:

@@ -40,6 +40,7 @@ from .metadata.log import MetadataLog
 from .metadata.selection import ActiveControllerChannel
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
+from .txn.markers import MarkerWriter
 
 if TYPE_CHECKING:
     from .replication.fetcher import ReplicaFetcherManager
@@ -72,6 +73,8 @@ class NodeServices:
     fetchers: ReplicaFetcherManager | None = None
     # The ISR manager of a broker of a cluster (shrinks and expands the ISRs it leads).
     isr_manager: IsrManager | None = None
+    # Writes transaction markers to partitions led here (always set by _open_components).
+    marker_writer: MarkerWriter = None  # type: ignore[assignment]
     #: Auto-creations under way, by topic name (see :func:`auto_create_topics_bounded`).
     auto_creations: dict[str, asyncio.Future[dict[str, ErrorCode]]] = field(
         default_factory=dict)

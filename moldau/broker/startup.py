@@ -61,6 +61,7 @@ from .replica_manager import ReplicaManager
 from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replication.isr import IsrManager
 from .services import NodeServices
+from .txn.markers import MarkerWriter
 from .zk.cluster_controller import ZkMetadataPlane
 from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
 
@@ -235,7 +236,8 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
         load_stats=stats, metadata_log=metadata_log, controller=channel,
         local_controller=controller, replica_manager=replicas, group_coordinator=groups,
         producer_ids=ProducerIdManager(node_id, channel), time_ms=time_ms, cluster=cluster,
-        plane=plane, fetchers=fetchers, isr_manager=isr_manager)
+        plane=plane, fetchers=fetchers, isr_manager=isr_manager,
+        marker_writer=MarkerWriter(replicas))
 
 
 def reconcile_logs(image: MetadataImage, replicas: ReplicaManager, manager: LogManager) -> None:

@@ -1,0 +1,1 @@
+"""Transactions: the transaction coordinator, its records and state, and the marker path."""
