@@ -25,6 +25,7 @@ from .group.coordinator import GroupCoordinator
 from .metadata.channel import ControllerChannel
 from .metadata.image import MetadataImage
 from .replica_manager import ReplicaManager
+from .txn.verification import TxnVerifier
 
 
 class BrokerContext(Protocol):
@@ -70,6 +71,12 @@ class BrokerContext(Protocol):
     @property
     def group_coordinator(self) -> GroupCoordinator | None:
         """The group coordinator; None until it is started."""
+        ...
+
+    @property
+    def txn_verifier(self) -> TxnVerifier | None:
+        """Transaction verification (KIP-890): whether partitions are in a transactional
+        id's ongoing transaction, asked of its coordinator; None when not wired."""
         ...
 
     def time_ms(self) -> int:
