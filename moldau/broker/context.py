@@ -26,6 +26,7 @@ from .metadata.channel import ControllerChannel
 from .metadata.image import MetadataImage
 from .replica_manager import ReplicaManager
 from .txn.markers import MarkerWriter
+from .txn.verification import TxnVerifier
 
 
 class BrokerContext(Protocol):
@@ -77,6 +78,12 @@ class BrokerContext(Protocol):
     def marker_writer(self) -> MarkerWriter:
         """Writes transaction markers to partitions led here (WriteTxnMarkers, the local
         marker path)."""
+        ...
+
+    @property
+    def txn_verifier(self) -> TxnVerifier | None:
+        """Transaction verification (KIP-890): whether partitions are in a transactional
+        id's ongoing transaction, asked of its coordinator; None when not wired."""
         ...
 
     def time_ms(self) -> int:

@@ -56,12 +56,14 @@ from .metadata.image import MetadataImage
 from .metadata.log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC, MetadataLog
 from .metadata.records import ControllerChangeRecord
 from .metadata.selection import ActiveControllerChannel
+from .peers import PeerConnections
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replication.isr import IsrManager
 from .services import NodeServices
 from .txn.markers import MarkerWriter
+from .txn.verification import TxnVerifier
 from .zk.cluster_controller import ZkMetadataPlane
 from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
 
@@ -231,13 +233,20 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
         replicas.isr_hooks = isr_manager
         for partition in replicas.partitions.values():
             partition.isr_hooks = isr_manager
+    peers: PeerConnections | None = None
+    if cluster is not None:
+        # One connection per (peer, purpose): transaction markers and verification.
+        peers = PeerConnections(node_id=node_id, image=image,
+                                listener=config.listeners.inter_broker_listener)
+        replicas.state_listeners.append(peers.sync)
+    verifier = TxnVerifier(node_id=node_id, image=image, peers=peers)
     return NodeServices(
         config=config, cluster_id=cluster_id, image=image, log_manager=manager,
         load_stats=stats, metadata_log=metadata_log, controller=channel,
         local_controller=controller, replica_manager=replicas, group_coordinator=groups,
         producer_ids=ProducerIdManager(node_id, channel), time_ms=time_ms, cluster=cluster,
-        plane=plane, fetchers=fetchers, isr_manager=isr_manager,
-        marker_writer=MarkerWriter(replicas))
+        plane=plane, fetchers=fetchers, isr_manager=isr_manager, peers=peers,
+        txn_verifier=verifier, marker_writer=MarkerWriter(replicas))
 
 
 def reconcile_logs(image: MetadataImage, replicas: ReplicaManager, manager: LogManager) -> None:
@@ -363,6 +372,10 @@ async def close_node(node: NodeServices) -> None:
         await node.isr_manager.stop()
     if node.fetchers is not None:
         await node.fetchers.close()
+    if node.txn_verifier is not None:
+        await node.txn_verifier.close()
+    if node.peers is not None:
+        node.peers.close()
     for creation in set(node.auto_creations.values()):
         creation.cancel()  # auto-creations still waiting on the controller
     try:
