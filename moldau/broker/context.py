@@ -17,7 +17,7 @@ built in memory, no sockets and no broker on disk.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..protocol.errors import ErrorCode
 from .config.loader import BrokerConfig
@@ -25,6 +25,9 @@ from .group.coordinator import GroupCoordinator
 from .metadata.channel import ControllerChannel
 from .metadata.image import MetadataImage
 from .replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from .txn.coordinator import TransactionCoordinator
 
 
 class BrokerContext(Protocol):
@@ -70,6 +73,11 @@ class BrokerContext(Protocol):
     @property
     def group_coordinator(self) -> GroupCoordinator | None:
         """The group coordinator; None until it is started."""
+        ...
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator | None:
+        """The transaction coordinator; None until it is started."""
         ...
 
     def time_ms(self) -> int:

@@ -44,6 +44,7 @@ from .replica_manager import ReplicaManager
 if TYPE_CHECKING:
     from .replication.fetcher import ReplicaFetcherManager
     from .replication.isr import IsrManager
+    from .txn.coordinator import TransactionCoordinator
     from .zk.cluster_controller import ZkMetadataPlane
     from .zk.node import ZkBrokerNode
 
@@ -72,6 +73,8 @@ class NodeServices:
     fetchers: ReplicaFetcherManager | None = None
     # The ISR manager of a broker of a cluster (shrinks and expands the ISRs it leads).
     isr_manager: IsrManager | None = None
+    # The transaction coordinator (moldau/broker/txn), started with the node.
+    txn_coordinator: TransactionCoordinator | None = None
     #: Auto-creations under way, by topic name (see :func:`auto_create_topics_bounded`).
     auto_creations: dict[str, asyncio.Future[dict[str, ErrorCode]]] = field(
         default_factory=dict)
