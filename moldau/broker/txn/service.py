@@ -24,11 +24,13 @@ from ..coordinator.topic import ensure_internal_topic
 from ..group.service import CoordinatorAnswer
 from ..metadata.channel import TopicSpec
 from ..metadata.image import MetadataImage
+from ..peers import PeerConnections
 from ..replica_manager import ReplicaManager
+from .channel import MarkerWriter, TxnMarkerChannel
 from .config import TxnConfig
 from .coordinator import MarkerSink, TransactionCoordinator
 from .errors import TxnError
-from .maintenance import start_maintenance
+from .maintenance import start_maintenance, stop_maintenance
 from .records import TXN_STATE_TOPIC
 
 
@@ -59,6 +61,31 @@ def start_txn_coordinator(config: BrokerConfig, *, node_id: int, image: Metadata
     coordinator.sync_leadership()
     start_maintenance(coordinator)
     return coordinator
+
+
+def start_txn_services(config: BrokerConfig, *, node_id: int, image: MetadataImage,
+                       replicas: ReplicaManager, time_ms: Callable[[], int],
+                       new_producer_id: Callable[[], Awaitable[int]], writer: MarkerWriter,
+                       peers: PeerConnections | None = None) -> TransactionCoordinator:
+    """The marker channel (local markers through ``writer``, remote ones over ``peers``)
+    and the coordinator that feeds it; ``coordinator.markers`` is the channel."""
+    channel = TxnMarkerChannel(node_id=node_id, image=lambda: image, writer=writer,
+                               peers=peers)
+    return start_txn_coordinator(config, node_id=node_id, image=image, replicas=replicas,
+                                 time_ms=time_ms, new_producer_id=new_producer_id,
+                                 markers=channel)
+
+
+async def close_txn_services(coordinator: TransactionCoordinator) -> None:
+    """Stop the housekeeping, unload every shard, stop the marker channel."""
+    stop_maintenance(coordinator)
+    await coordinator.close()
+    close = getattr(coordinator.markers, "close", None)
+    if close is not None:
+        await close()
+    peers = getattr(coordinator.markers, "peers", None)
+    if peers is not None:
+        peers.close()
 
 
 def txn_topic_spec(config: TxnConfig) -> TopicSpec:
