@@ -47,6 +47,7 @@ from .txn.verification import TxnVerifier
 if TYPE_CHECKING:
     from .replication.fetcher import ReplicaFetcherManager
     from .replication.isr import IsrManager
+    from .txn.coordinator import TransactionCoordinator
     from .zk.cluster_controller import ZkMetadataPlane
     from .zk.node import ZkBrokerNode
 
@@ -83,6 +84,8 @@ class NodeServices:
     # Transaction verification (KIP-890): asks a transactional id's coordinator whether a
     # partition is in its transaction (Produce, TxnOffsetCommit).
     txn_verifier: TxnVerifier | None = None
+    # The transaction coordinator (moldau/broker/txn), started with the node.
+    txn_coordinator: TransactionCoordinator | None = None
     #: Auto-creations under way, by topic name (see :func:`auto_create_topics_bounded`).
     auto_creations: dict[str, asyncio.Future[dict[str, ErrorCode]]] = field(
         default_factory=dict)
