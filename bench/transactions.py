@@ -118,7 +118,7 @@ async def _moldau_produce_async(bootstrap: str, topic: str, plan: Plan, transact
             await producer.init_transactions()
         while sent < plan.records:
             if transactional:
-                await _maybe_await(producer.begin_transaction())
+                producer.begin_transaction()
             txn_end = time.monotonic() + plan.txn_ms / 1000
             while sent < plan.records and (not transactional or time.monotonic() < txn_end):
                 producer.send(topic, value)
@@ -137,11 +137,6 @@ async def _moldau_produce_async(bootstrap: str, topic: str, plan: Plan, transact
     return {"records": sent, "seconds": round(elapsed, 3),
             "records_per_s": round(sent / elapsed), "transactions": txns,
             "mb_per_s": round(sent * plan.record_size / elapsed / 1e6, 2)}
-
-
-async def _maybe_await(value: Any) -> None:
-    if asyncio.iscoroutine(value) or isinstance(value, asyncio.Future):
-        await value
 
 
 def _produce(client: str, bootstrap: str, topic: str, plan: Plan, transactional: bool

@@ -116,6 +116,10 @@ async def _committed(admin: Any, group: str, tp: TopicPartition, wait_s: float) 
     return -1 if value is None else int(value.offset)
 
 
+async def _begin(producer: Producer) -> None:
+    producer.begin_transaction()  # state of the client loop: change it there
+
+
 def _drain(batches: Iterator[pa.RecordBatch]) -> None:
     for _ in batches:  # Spark streams the rows to the task whatever it does with them
         pass
@@ -200,13 +204,12 @@ def _write(producer: Producer, fresh: bool, admin: Any, tid: str, state: TopicPa
         log.info("micro-batch %d of query %s was committed by %s before; not writing it again",
                  batch_id, query, tid)
         return MoldauCommitMessage(0, query, batch_id, skipped=True)
-    from moldau.client.types import ConsumerGroupMetadata  # TODO(i14-merge): top level
-
-    call(producer.begin_transaction())
+    call(_begin(producer))
     metadata = json.dumps({"query": query, "batch": batch_id})
     try:
+        # A group id alone: the one-partition simple group (generation -1, no member).
         call(producer.send_offsets_to_transaction(
-            {state: OffsetAndMetadata(batch_id + 1, metadata)}, ConsumerGroupMetadata(tid)))
+            {state: OffsetAndMetadata(batch_id + 1, metadata)}, tid))
     except Exception as exc:
         if is_fenced(exc) and not fresh:
             raise _Fenced("fenced at AddOffsetsToTxn") from exc
