@@ -240,8 +240,9 @@ class FirstAppendWaits(MemoryOffsetsLog):
         self.release = asyncio.Event()
         self.appends = 0
 
-    async def append(self, partition: int, batch: bytes) -> int:
-        base = await super().append(partition, batch)
+    async def append(self, partition: int, batch: bytes, *,
+                     verification_guard: object | None = None) -> int:
+        base = await super().append(partition, batch, verification_guard=verification_guard)
         self.appends += 1
         if self.appends == 1:
             await self.release.wait()
