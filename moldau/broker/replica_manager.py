@@ -477,6 +477,7 @@ class ReplicaManager:
             timestamp_after_max_ms=after_max,
             log_append_time=config.message_timestamp_type == "LogAppendTime",
             compacted=config.compact,
+            control_allowed=origin != ORIGIN_CLIENT,
         )
         if isinstance(checked, Rejection):
             return ProduceOutcome(checked.code, checked.message)
