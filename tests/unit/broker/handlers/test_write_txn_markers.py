@@ -138,3 +138,22 @@ def test_marker_writer_many_producers_and_min_isr(tmp_path: Path) -> None:
         await node.close()
 
     asyncio.run(main())
+
+
+def test_aborted_list_covers_only_the_batches_returned(tmp_path: Path) -> None:
+    async def main() -> None:
+        node = await node_with_topics(tmp_path)
+        append(node, 1, [b"plain"])  # 0
+        append(node, 1, [b"x"], pid=5, epoch=0, seq=0, txn=True)  # 1
+        results = await node.marker_writer.write([TxnMarker(5, 0, False, 0, (("t", 1),))])
+        assert results == {(5, ("t", 1)): E.none}
+        partition = node.replica_manager.get("t", 1)
+        # One batch fits: the aborted transaction starts after it.
+        read = partition.read(0, 1, committed=True, min_one=True)
+        assert len(list(iter_decoded(bytes(read.records)))) == 1 and read.aborted == []
+        read = partition.read(0, 1 << 20, committed=True, min_one=True)
+        assert read.aborted == [(5, 1)]
+        assert partition.read(0, 1 << 20, committed=False, min_one=True).aborted is None
+        await node.close()
+
+    asyncio.run(main())
