@@ -18,7 +18,7 @@ import confluent_kafka
 import pytest
 from broker_wire import Wire
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
@@ -236,3 +236,20 @@ def test_wire_answers_versions_and_admin(broker: BrokerProcess) -> None:
         # KIP-360: the current producer recovers with its own id and epoch
         bumped = _init(wire, 4, txn_id, pid, second["producer_epoch"])
         assert (bumped["error_code"], bumped["producer_epoch"]) == (0, epoch + 3)
+
+
+def test_transaction_state_topic_as_kafka_creates_it(broker: BrokerProcess) -> None:
+    """Created on the first lookup: compacted, uncompressed, 50 partitions, and min.isr
+    capped at the single node's replication factor of 1 (Kafka's default 2 would refuse
+    every write)."""
+    producer(broker, f"topic-{uuid.uuid4().hex[:6]}").init_transactions(30)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": RDKAFKA})
+    metadata = admin.list_topics("__transaction_state", timeout=15)
+    assert len(metadata.topics["__transaction_state"].partitions) == 50
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "__transaction_state")
+    configs = admin.describe_configs([resource])[resource].result(15)
+    assert {key: configs[key].value for key in ("cleanup.policy", "compression.type",
+                                                "min.insync.replicas",
+                                                "unclean.leader.election.enable")} == {
+        "cleanup.policy": "compact", "compression.type": "uncompressed",
+        "min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
