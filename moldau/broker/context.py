@@ -25,6 +25,8 @@ from .group.coordinator import GroupCoordinator
 from .metadata.channel import ControllerChannel
 from .metadata.image import MetadataImage
 from .replica_manager import ReplicaManager
+from .txn.markers import MarkerWriter
+from .txn.verification import TxnVerifier
 
 if TYPE_CHECKING:
     from .txn.coordinator import TransactionCoordinator
@@ -73,6 +75,18 @@ class BrokerContext(Protocol):
     @property
     def group_coordinator(self) -> GroupCoordinator | None:
         """The group coordinator; None until it is started."""
+        ...
+
+    @property
+    def marker_writer(self) -> MarkerWriter:
+        """Writes transaction markers to partitions led here (WriteTxnMarkers, the local
+        marker path)."""
+        ...
+
+    @property
+    def txn_verifier(self) -> TxnVerifier | None:
+        """Transaction verification (KIP-890): whether partitions are in a transactional
+        id's ongoing transaction, asked of its coordinator; None when not wired."""
         ...
 
     @property

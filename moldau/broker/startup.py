@@ -63,8 +63,9 @@ from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replication.isr import IsrManager
 from .services import NodeServices
 from .txn.coordinator import TransactionCoordinator
-from .txn.markers import MarkerWriter as TxnMarkerWriter
+from .txn.markers import MarkerWriter
 from .txn.service import close_txn_services, start_txn_services
+from .txn.verification import TxnVerifier
 from .zk.cluster_controller import ZkMetadataPlane
 from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
 
@@ -233,21 +234,28 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
         replicas.isr_hooks = isr_manager
         for partition in replicas.partitions.values():
             partition.isr_hooks = isr_manager
+    peers: PeerConnections | None = None
+    if cluster is not None:
+        # One connection per (peer, purpose): transaction markers and verification.
+        peers = PeerConnections(node_id=node_id, image=image,
+                                listener=config.listeners.inter_broker_listener)
+        replicas.state_listeners.append(peers.sync)
     producer_ids = ProducerIdManager(node_id, channel)
+    marker_writer = MarkerWriter(replicas)
     # Transaction coordinator (moldau/broker/txn): follows __transaction_state leadership;
     # its marker channel writes local markers directly, remote ones over peer connections.
-    peers = None if cluster is None else PeerConnections(
-        node_id=node_id, image=image, listener=config.listeners.inter_broker_listener)
     txns = start_txn_services(config, node_id=node_id, image=image, replicas=replicas,
                               time_ms=time_ms, new_producer_id=producer_ids.next_id,
-                              writer=TxnMarkerWriter(replicas), peers=peers)
+                              writer=marker_writer, peers=peers)
     follow_metadata(controller, txns=txns)
+    verifier = TxnVerifier(node_id=node_id, image=image, peers=peers, coordinator=txns)
     return NodeServices(
         config=config, cluster_id=cluster_id, image=image, log_manager=manager,
         load_stats=stats, metadata_log=metadata_log, controller=channel,
         local_controller=controller, replica_manager=replicas, group_coordinator=groups,
         producer_ids=producer_ids, time_ms=time_ms, cluster=cluster,
-        plane=plane, fetchers=fetchers, isr_manager=isr_manager, txn_coordinator=txns)
+        plane=plane, fetchers=fetchers, isr_manager=isr_manager, peers=peers,
+        txn_verifier=verifier, marker_writer=marker_writer, txn_coordinator=txns)
 
 
 def reconcile_logs(image: MetadataImage, replicas: ReplicaManager, manager: LogManager) -> None:
@@ -380,6 +388,10 @@ async def close_node(node: NodeServices) -> None:
         await node.isr_manager.stop()
     if node.fetchers is not None:
         await node.fetchers.close()
+    if node.txn_verifier is not None:
+        await node.txn_verifier.close()
+    if node.peers is not None:
+        node.peers.close()
     for creation in set(node.auto_creations.values()):
         creation.cancel()  # auto-creations still waiting on the controller
     try:
