@@ -253,3 +253,42 @@ def test_transaction_state_topic_as_kafka_creates_it(broker: BrokerProcess) -> N
                                                 "unclean.leader.election.enable")} == {
         "cleanup.policy": "compact", "compression.type": "uncompressed",
         "min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
+
+
+def _stable_offset(broker: BrokerProcess, group: str, topic: str) -> int:
+    """The group's committed offset of ``topic``-0 by OffsetFetch v7 with require_stable,
+    retried while a transaction holds it (UNSTABLE_OFFSET_COMMIT)."""
+    deadline = time.monotonic() + WAIT_S
+    with Wire(broker.port()) as wire:
+        while True:
+            answer = wire.call(ApiKey.OFFSET_FETCH, 7, {
+                "group_id": group, "require_stable": True,
+                "topics": [{"name": topic, "partition_indexes": [0]}]})
+            [part] = answer["topics"][0]["partitions"]
+            if part["error_code"] != ErrorCode.unstable_offset_commit:
+                assert part["error_code"] == 0, part
+                return int(part["committed_offset"])
+            assert time.monotonic() < deadline, "offsets stayed pending"
+            time.sleep(0.1)
+
+
+def test_send_offsets_to_transaction_commits_with_the_transaction(broker: BrokerProcess) -> None:
+    """The group's offsets become visible when the transaction commits (the COMMIT marker on
+    __consumer_offsets reaches the group coordinator) and are dropped when it aborts."""
+    source, out = new_topic(broker, 1), new_topic(broker, 1)
+    group = f"eos-{uuid.uuid4().hex[:6]}"
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap,
+                                         "logger": RDKAFKA, "group.id": group})
+    p = producer(broker, f"eos-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    for offset, commit in ((5, True), (9, False)):
+        p.begin_transaction()
+        p.produce(out, value=b"v%d" % offset, partition=0)
+        p.send_offsets_to_transaction([confluent_kafka.TopicPartition(source, 0, offset)],
+                                      consumer.consumer_group_metadata(), 30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+        assert _stable_offset(broker, group, source) == 5
+    consumer.close()
