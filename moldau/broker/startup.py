@@ -80,7 +80,6 @@ RECOMMENDED_OPEN_FILES = 100_000
 # deletion at its own time; a one-second sweep is as good and needs no timer per file).
 DELETE_CHECK_INTERVAL_S = 1.0
 FLUSH_CHECK_INTERVAL_S = 1.0
-PRODUCER_EXPIRY_INTERVAL_S = 600.0
 
 # The metadata log is never trimmed by retention: the image is rebuilt from all of it.
 # Its batches may be as large as METADATA_MAX_BATCH_BYTES, whatever message.max.bytes says.
@@ -354,7 +353,8 @@ async def housekeeping(node: NodeServices) -> None:
         _deletions(manager),
         _on_loop(OFFLINE_RETRY_INTERVAL_S, node.replica_manager.retry_offline,
                  "reopening offline partitions"),
-        _periodic(PRODUCER_EXPIRY_INTERVAL_S, manager.remove_expired_producers,
+        _periodic(node.config["producer.id.expiration.check.interval.ms"] / 1000,
+                  manager.remove_expired_producers,
                   "producer id expiry"),
     )
 
