@@ -1,1 +1,3 @@
-"""Transactions: the transaction coordinator, its markers and verification (design14 §6-7)."""
+"""The transaction coordinator (KIP-98, KIP-360, KIP-890 part 1): ``__transaction_state``
+records, states and pure transitions, the shard and coordinator on the shared coordinator
+runtime, housekeeping and admin answers."""
