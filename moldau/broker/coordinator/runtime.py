@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ...protocol.errors import ErrorCode
 from ...protocol.records.codec import decode_batch
-from ...storage.producer_state import parse_end_txn_marker
+from ...protocol.records.control import parse_end_txn_marker
 from ..metadata.image import MetadataImage
 from .errors import CoordinatorError, append_error
 from .locks import KeyLocks

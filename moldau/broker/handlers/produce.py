@@ -201,7 +201,7 @@ def _to_verify(ctx: RequestContext, request: ProduceRequestData
     """The partitions whose transactional batch opens a transaction there, with the
     producer's (id, epoch) and the partition, when verification is on."""
     broker = ctx.broker
-    if request.transactional_id is None or not broker.config.get(VERIFICATION_KEY, True):
+    if request.transactional_id is None or not broker.config[VERIFICATION_KEY]:
         return {}
     verifier = getattr(broker, "txn_verifier", None)
     if verifier is None:
