@@ -169,7 +169,14 @@ def _fatal(exc: BaseException) -> bool:
 
 
 class CommittedConsumer(ConsumerWorker):
-    """A :class:`~.workload.ConsumerWorker` that reads committed records only."""
+    """A :class:`~.workload.ConsumerWorker` that reads committed records only (or, to show
+    that the checker sees aborted records when a reader is not isolated from them,
+    ``isolation="read_uncommitted"``)."""
+
+    def __init__(self, consumer_id: int, settings: ClientSettings, history: History, *,
+                 isolation: str = "read_committed") -> None:
+        super().__init__(consumer_id, settings, history)
+        self.isolation = isolation
 
     def _session(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -178,7 +185,7 @@ class CommittedConsumer(ConsumerWorker):
         consumer = Consumer({
             "bootstrap.servers": s.bootstrap, "group.id": f"faults-txn-reader-{self.consumer_id}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
+            "isolation.level": self.isolation,
             "topic.metadata.refresh.interval.ms": 2000, "reconnect.backoff.max.ms": 1000,
             "fetch.wait.max.ms": 200, "enable.partition.eof": False,
             "logger": s.client_logger(),
