@@ -9,7 +9,6 @@ keep the producer-epoch checks); unit tests use :class:`MemoryCoordinatorLog`.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
@@ -54,19 +53,6 @@ def records_batch(
     return build_batch(((key, value, no_headers, timestamp_ms) for key, value in records),
                        producer_id=producer_id, producer_epoch=producer_epoch,
                        transactional=producer_id >= 0)
-
-
-def end_txn_marker_batch(producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                         commit: bool, timestamp_ms: int) -> bytes:
-    """A control batch ending ``producer_id``'s transaction (Kafka's EndTransactionMarker v0:
-    key = version 0 + type (0 ABORT, 1 COMMIT), value = version 0 + coordinator epoch).
-
-    The runtime's own builder until the shared codec of
-    ``moldau.protocol.records.control`` lands (same bytes)."""
-    key = struct.pack(">hh", 0, 1 if commit else 0)
-    value = struct.pack(">hi", 0, coordinator_epoch)
-    return build_batch([(key, value, [], timestamp_ms)], producer_id=producer_id,
-                       producer_epoch=producer_epoch, transactional=True, control=True)
 
 
 class MemoryCoordinatorLog:

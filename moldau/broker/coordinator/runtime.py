@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ...protocol.errors import ErrorCode
 from ...protocol.records.codec import decode_batch
-from ...protocol.records.control import parse_end_txn_marker
+from ...protocol.records.control import build_end_txn_marker, parse_end_txn_marker
 from ..metadata.image import MetadataImage
 from .errors import CoordinatorError, append_error
 from .locks import KeyLocks
-from .log import CoordinatorLog, CoordinatorLogError, end_txn_marker_batch, records_batch
+from .log import CoordinatorLog, CoordinatorLogError, records_batch
 from .partitioning import partition_for
 from .shard import LoggedRecord, S, ShardListener
 from .timer import Timer
@@ -151,7 +151,7 @@ class CoordinatorRuntime(Generic[S]):
         shard up with :meth:`shard`), INVALID_PRODUCER_EPOCH for an older producer epoch,
         TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch, and the mapped append
         errors."""
-        batch = end_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, commit,
+        batch = build_end_txn_marker(producer_id, producer_epoch, coordinator_epoch, commit,
                                      self.timer.now_ms())
         base = await self._append(shard, batch)
         self.check_loaded(shard)
