@@ -320,6 +320,7 @@ class Producer:
         batch.producer_id = self.producer_id
         batch.producer_epoch = self.producer_epoch
         batch.base_sequence = seq
+        batch.transactional = self.txn is not None
         self._sequences[batch.tp] = (seq + len(batch.records)) & 0x7FFFFFFF
 
     # --- sender ---------------------------------------------------------------------------

@@ -94,7 +94,8 @@ async function read (job) {
   await finished
   clearTimeout(timer)
   await consumer.disconnect()
-  console.log(JSON.stringify({ records }))
+  // process.exit() does not wait for a pipe to drain: write, then resolve.
+  await new Promise((resolve) => process.stdout.write(JSON.stringify({ records }) + '\n', resolve))
 }
 
 async function main () {
