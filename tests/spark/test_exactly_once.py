@@ -162,6 +162,38 @@ def _crash_and_restart(spark: Any, broker: BrokerProcess, tmp_path: Path,
     return source, target, _read_committed(broker.bootstrap, target, EVENTS), at_kill
 
 
+def test_source_honours_kafka_isolation_level(spark: Any, broker: BrokerProcess,
+                                              new_topic: Any) -> None:
+    """read_committed: committed records only, up to the last stable offset (an open
+    transaction at the end is not waited for); read_uncommitted: every data record."""
+    from confluent_kafka import Producer
+
+    topic = new_topic(1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1,
+                         "transactional.id": f"iso-{uuid.uuid4().hex[:6]}"})
+    producer.init_transactions(30)
+    for n, commit in enumerate([True, False, True, True, False, True]):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, f"{'c' if commit else 'a'}{n}-{i}".encode(), partition=0)
+        producer.flush(30)  # librdkafka's abort drops queued records: put them in the log
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    producer.flush(30)  # an open transaction: the LSO stays at its first offset
+
+    def read(isolation: str) -> list[str]:
+        return [r.value.decode() for r in (
+            spark.read.format("moldau").option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic).option("kafka.isolation.level", isolation)
+            .load().orderBy("offset").collect())]
+
+    committed = read("read_committed")
+    assert committed == [f"c{n}-{i}" for n in (0, 2, 3, 5) for i in range(5)]
+    assert len(read("read_uncommitted")) == 6 * 5 + 1
+    producer.abort_transaction(30)
+
+
 def test_exactly_once_across_a_driver_kill(spark: Any, broker: BrokerProcess,
                                            tmp_path: Path) -> None:
     source, target, tags, (seen, committed) = _crash_and_restart(
