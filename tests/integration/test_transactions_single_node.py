@@ -195,6 +195,10 @@ def test_wire_answers_versions_and_admin(broker: BrokerProcess) -> None:
         first = _init(wire, 4, txn_id)
         assert first["error_code"] == 0, first
         pid, epoch = first["producer_id"], first["producer_epoch"]
+        # no transaction open yet: readable by kio (start time 0, not Kafka's -1)
+        [empty] = wire.call(ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                            {"transactional_ids": [txn_id]})["transaction_states"]
+        assert (empty["error_code"], empty["transaction_state"]) == (0, "Empty"), empty
         body = {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
                 "v3_and_below_producer_epoch": epoch,
                 "v3_and_below_topics": [{"name": topic, "partitions": [0]},
