@@ -63,8 +63,8 @@ from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replication.isr import IsrManager
 from .services import NodeServices
 from .txn.coordinator import TransactionCoordinator
-from .txn.markers import MarkerWriter
-from .txn.service import close_txn_services, group_offsets_marker, start_txn_services
+from .txn.markers import MarkerWriter, runtime_end_marker
+from .txn.service import close_txn_services, start_txn_services
 from .txn.verification import TxnVerifier
 from .zk.cluster_controller import ZkMetadataPlane
 from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
@@ -241,7 +241,9 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
                                 listener=config.listeners.inter_broker_listener)
         replicas.state_listeners.append(peers.sync)
     producer_ids = ProducerIdManager(node_id, channel)
-    marker_writer = MarkerWriter(replicas, offsets_marker=group_offsets_marker(groups))
+    # Markers for __consumer_offsets go through the group runtime (pending transactional
+    # offsets become visible or are dropped), all others straight to the partitions.
+    marker_writer = MarkerWriter(replicas, offsets_marker=runtime_end_marker(groups.runtime))
     # Transaction coordinator (moldau/broker/txn): follows __transaction_state leadership;
     # its marker channel writes local markers directly, remote ones over peer connections.
     txns = start_txn_services(config, node_id=node_id, image=image, replicas=replicas,

@@ -18,11 +18,9 @@ from collections.abc import Awaitable, Callable
 from ...protocol.errors import ErrorCode
 from ..config.loader import BrokerConfig
 from ..context import BrokerContext
-from ..coordinator.errors import CoordinatorError
 from ..coordinator.partition_log import PartitionCoordinatorLog
 from ..coordinator.timer import LoopTimer
 from ..coordinator.topic import ensure_internal_topic
-from ..group.coordinator import GroupCoordinator
 from ..group.service import CoordinatorAnswer
 from ..metadata.channel import TopicSpec
 from ..metadata.image import MetadataImage
@@ -33,7 +31,6 @@ from .config import TxnConfig
 from .coordinator import MarkerSink, TransactionCoordinator
 from .errors import TxnError
 from .maintenance import start_maintenance, stop_maintenance
-from .markers import OffsetsMarkerFn, TxnMarker
 from .records import TXN_STATE_TOPIC
 
 
@@ -87,24 +84,6 @@ async def close_txn_services(coordinator: TransactionCoordinator) -> None:
     close = getattr(coordinator.markers, "close", None)
     if close is not None:
         await close()
-
-
-def group_offsets_marker(groups: GroupCoordinator) -> OffsetsMarkerFn:
-    """The :class:`~.markers.MarkerWriter`'s path for ``__consumer_offsets`` partitions: the
-    group coordinator appends the marker and replays it, so the offsets a transaction
-    committed (TxnOffsetCommit) become visible on COMMIT and are dropped on ABORT. Without
-    it the marker would only be appended and the offsets stay pending (OffsetFetch with
-    require_stable answers UNSTABLE_OFFSET_COMMIT forever)."""
-
-    async def write(partition: int, marker: TxnMarker) -> ErrorCode:
-        try:
-            await groups.write_end_marker(partition, marker.pid, marker.epoch,
-                                          marker.coordinator_epoch, marker.commit)
-        except CoordinatorError as exc:
-            return exc.code
-        return ErrorCode.none
-
-    return write
 
 
 def txn_topic_spec(config: TxnConfig) -> TopicSpec:
