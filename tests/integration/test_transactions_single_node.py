@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -296,3 +297,57 @@ def test_send_offsets_to_transaction_commits_with_the_transaction(broker: Broker
             p.abort_transaction(30)
         assert _stable_offset(broker, group, source) == 5
     consumer.close()
+
+
+def test_coordinator_state_survives_kill9(tmp_path: Path) -> None:
+    """After kill -9 the coordinator loads __transaction_state again: a committed id keeps
+    its producer id (the next init bumps its epoch), and a transaction left open is found
+    Ongoing, times out and is aborted, so read_committed readers move on."""
+    node = BrokerProcess(data_dir=tmp_path, settings={
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300})
+    node.start()
+    try:
+        topic = new_topic(node, 1)
+        done_id, open_id = f"done-{uuid.uuid4().hex[:6]}", f"open-{uuid.uuid4().hex[:6]}"
+        done = producer(node, done_id)
+        done.init_transactions(30)
+        done.begin_transaction()
+        done.produce(topic, value=b"committed", partition=0)
+        done.commit_transaction(30)
+        stale = producer(node, open_id, **{"transaction.timeout.ms": 3000})
+        stale.init_transactions(30)
+        stale.begin_transaction()
+        stale.produce(topic, value=b"open", partition=0)
+        stale.flush(30)
+        before = _describe(node, done_id)
+        node.kill()
+        node.start()
+        after = _describe(node, done_id)
+        assert (after["transaction_state"], after["producer_id"], after["producer_epoch"]) \
+            == ("CompleteCommit", before["producer_id"], before["producer_epoch"])
+        again = producer(node, done_id)
+        again.init_transactions(30)
+        bumped = _describe(node, done_id)
+        assert (bumped["producer_id"], bumped["producer_epoch"]) \
+            == (before["producer_id"], before["producer_epoch"] + 1)
+        again.begin_transaction()
+        again.produce(topic, value=b"after-restart", partition=0)
+        again.commit_transaction(30)
+        seen = consume_all(node, topic, "read_committed", 2, partitions=1)
+        assert sorted(seen) == [b"after-restart", b"committed"]
+        deadline = time.monotonic() + WAIT_S
+        while (state := _txn_state(node, open_id)) != "CompleteAbort" \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state == "CompleteAbort"
+    finally:
+        node.stop()
+        node.close()
+
+
+def _describe(broker: BrokerProcess, txn_id: str) -> dict:
+    with Wire(broker.port()) as wire:
+        [state] = wire.call(ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                            {"transactional_ids": [txn_id]})["transaction_states"]
+    assert state["error_code"] == 0, state
+    return state
