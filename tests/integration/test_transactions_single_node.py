@@ -351,3 +351,32 @@ def _describe(broker: BrokerProcess, txn_id: str) -> dict:
                             {"transactional_ids": [txn_id]})["transaction_states"]
     assert state["error_code"] == 0, state
     return state
+
+
+def test_idle_producer_ids_expire_every_check_interval(tmp_path: Path) -> None:
+    """``producer.id.expiration.check.interval.ms`` drives the expiry of idle producer ids
+    (DescribeProducers no longer lists them once ``producer.id.expiration.ms`` passed)."""
+    node = BrokerProcess(data_dir=tmp_path, settings={
+        "producer.id.expiration.ms": 1000, "producer.id.expiration.check.interval.ms": 200})
+    node.start()
+    try:
+        topic = new_topic(node, 1)
+        p = confluent_kafka.Producer({"bootstrap.servers": node.bootstrap, "logger": RDKAFKA,
+                                      "enable.idempotence": True})
+        p.produce(topic, value=b"x", partition=0)
+        assert p.flush(30) == 0
+
+        def producers() -> list[dict]:
+            with Wire(node.port()) as wire:
+                answer = wire.call(ApiKey.DESCRIBE_PRODUCERS, 0, {
+                    "topics": [{"name": topic, "partition_indexes": [0]}]})
+            return answer["topics"][0]["partitions"][0]["active_producers"]
+
+        assert len(producers()) == 1
+        deadline = time.monotonic() + WAIT_S
+        while producers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert producers() == []
+    finally:
+        node.stop()
+        node.close()
