@@ -244,3 +244,30 @@ def test_not_coordinator_and_bad_timeout() -> None:
             == E.invalid_request
         assert describe(w.coord, "x" * 40_000)["error_code"] == E.invalid_request
     run(scenario())
+
+
+def test_verify_waits_for_a_change_being_written() -> None:
+    """Kafka's pending state: a verification that arrives while EndTxn's PrepareCommit is
+    being written sees the new state (CONCURRENT_TRANSACTIONS), not the old Ongoing."""
+    async def scenario() -> None:
+        w = World()
+        await w.load()
+        pid, epoch = await w.coord.init_producer_id("app", 60_000, None)
+        await w.coord.add_partitions("app", pid, epoch, [TP])
+        gate = asyncio.Event()
+        append = w.log.append
+
+        async def slow_append(partition: int, batch: bytes, **kw: Any) -> int:
+            await gate.wait()
+            return await append(partition, batch, **kw)
+
+        w.log.append = slow_append  # type: ignore[method-assign]
+        end = asyncio.ensure_future(w.coord.end_txn("app", pid, epoch, True))
+        await asyncio.sleep(0)
+        check = asyncio.ensure_future(w.coord.verify("app", pid, epoch, [TP]))
+        await asyncio.sleep(0.01)
+        assert not check.done()
+        gate.set()
+        await end
+        assert await check == {TP: E.concurrent_transactions}
+    run(scenario())
