@@ -320,6 +320,7 @@ class Producer:
         batch.producer_id = self.producer_id
         batch.producer_epoch = self.producer_epoch
         batch.base_sequence = seq
+        batch.transactional = self.txn is not None
         self._sequences[batch.tp] = (seq + len(batch.records)) & 0x7FFFFFFF
 
     # --- sender ---------------------------------------------------------------------------
@@ -359,10 +360,11 @@ class Producer:
             ):
                 batch = queue.popleft()
                 self._done(batch)
-                batch.fail(KafkaTimeoutError(
+                batch.fail(exc := KafkaTimeoutError(
                     f"{len(batch.records)} record(s) for {tp} expired: not acknowledged "
-                    f"within delivery.timeout.ms={self.config['delivery.timeout.ms']}"
-                ))
+                    f"within delivery.timeout.ms={self.config['delivery.timeout.ms']}"))
+                if self.txn is not None:  # the transaction lost records: abort only
+                    self.txn.on_batch_error(exc)
 
     def _drain(self, ready: list[TopicPartition]) -> bool:
         """Group ready batches by leader and start one Produce request per broker."""

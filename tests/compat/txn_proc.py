@@ -51,9 +51,7 @@ class Confluent(Writer):
 
     def op_send(self, s: dict[str, Any]) -> None:
         p = self.producers[s["p"]]
-        errors: list[Any] = []
-        p.produce(s["topic"], s["value"].encode(), s["key"].encode(), partition=s["partition"],
-                  on_delivery=lambda err, _m: err and errors.append(err))
+        p.produce(s["topic"], s["value"].encode(), s["key"].encode(), partition=s["partition"])
         p.poll(0)
 
     def op_flush(self, s: dict[str, Any]) -> None:
@@ -128,7 +126,10 @@ class KafkaPython(Writer):
     def classify(self, exc: BaseException) -> dict[str, Any]:
         from kafka.errors import InvalidProducerEpochError, ProducerFencedError
 
-        fenced = isinstance(exc, ProducerFencedError | InvalidProducerEpochError)
+        # Once fenced, every transactional call raises KafkaError("... in an error state:
+        # [Error 90] ProducerFencedError").
+        fenced = isinstance(exc, ProducerFencedError | InvalidProducerEpochError) or (
+            "[Error 90] ProducerFencedError" in str(exc))
         return {"code": type(exc).__name__, "fenced": fenced, "fatal": None}
 
 

@@ -33,14 +33,22 @@ async function writer (bootstrap) {
   const kafka = kafkaFor(bootstrap)
   const producers = {}
   const txns = {}
+  const pending = {}
   const ops = {
     async init (s) {
       const p = kafka.producer({ transactionalId: s.tid, maxInFlightRequests: 1,
         idempotent: true, transactionTimeout: s.timeout_ms || 60000 })
       producers[s.p] = p
       await p.connect()
+      // kafkajs sends InitProducerId with the first transaction(): begin it here, so init
+      // fences earlier producers as init_transactions() does; begin then takes it.
+      txns[s.p] = await p.transaction()
+      pending[s.p] = true
     },
-    async begin (s) { txns[s.p] = await producers[s.p].transaction() },
+    async begin (s) {
+      if (!pending[s.p]) txns[s.p] = await producers[s.p].transaction()
+      pending[s.p] = false
+    },
     async send (s) {
       await txns[s.p].send({ topic: s.topic, messages: [
         { key: s.key, value: s.value, partition: s.partition }] })
@@ -94,7 +102,8 @@ async function read (job) {
   await finished
   clearTimeout(timer)
   await consumer.disconnect()
-  console.log(JSON.stringify({ records }))
+  // process.exit() does not wait for a pipe to drain: write, then resolve.
+  await new Promise((resolve) => process.stdout.write(JSON.stringify({ records }) + '\n', resolve))
 }
 
 async function main () {

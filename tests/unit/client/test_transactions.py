@@ -140,3 +140,18 @@ def test_calls_without_transactional_id_say_how_to_fix() -> None:
     p = Producer({"bootstrap.servers": "127.0.0.1:1"})
     with pytest.raises(ConfigError, match=r"transactional\.id"):
         p.begin_transaction()
+
+
+def test_transactional_batches_carry_the_transactional_attribute() -> None:
+    from moldau.client.accumulator import ProducerBatch
+    from moldau.client.types import TopicPartition
+    from moldau.protocol.records.batch import read_header
+
+    p = Producer({"bootstrap.servers": "127.0.0.1:1", "transactional.id": "t"})
+    p.set_producer_id(7, 3)
+    batch = ProducerBatch(TopicPartition("t", 0), 0.0)
+    batch.records.append((b"k", b"v", [], 1000))
+    p._assign_sequence(batch)
+    header = read_header(batch.encode(0), 0)
+    assert header.is_transactional and not header.is_control
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 3, 0)
