@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 3
 KILLS = 5
 PARTITIONS = 6
+KILL_PHASE_S = 90
 SETTINGS = {
     "num.partitions": 1,
     "group.initial.rebalance.delay.ms": 0,
@@ -142,10 +143,14 @@ def test_each_input_exactly_once_across_kill9(broker: BrokerProcess, client: str
         for w in workers.values():
             assert w.wait_for("ready", 60), f"worker {w.n} did not start"
         feeder.start()
+        deadline = time.monotonic() + KILL_PHASE_S
         while kills < KILLS:
+            assert time.monotonic() < deadline, (
+                f"only {kills} of {KILLS} kills within {KILL_PHASE_S} s: no worker opened a "
+                f"transaction; {len(sent)} inputs sent")
             n = rng.randrange(WORKERS)
             victim = workers[n]
-            if not victim.wait_for("txn-open", 20):
+            if not victim.wait_for("txn-open", 10):
                 continue  # this one has no partitions at the moment: pick another
             victim.kill()
             kills += 1
