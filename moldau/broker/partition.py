@@ -330,10 +330,13 @@ class Partition:
         aborted: list[tuple[int, int]] | None = None
         if committed:
             # The aborted transactions overlapping what is returned (up to the end of its last
-            # batch; the LSO when nothing is), so the consumer can drop their records.
-            upper = limit
-            for _pos, header in iter_batches(data):
-                upper = header.next_offset
-            aborted = self.log.collect_aborted(offset, upper)
+            # batch; the LSO when nothing is), so the consumer can drop their records. The
+            # batches are walked only when some transaction up to the LSO was aborted.
+            aborted = self.log.collect_aborted(offset, limit)
+            if aborted and data:
+                upper = limit
+                for _pos, header in iter_batches(data):
+                    upper = header.next_offset
+                aborted = [a for a in aborted if a[1] < upper]
         return PartitionRead(ErrorCode.none, data, self.high_watermark,
                              self.last_stable_offset, start, aborted)

@@ -14,8 +14,8 @@ already closes it). :meth:`~PeerConnections.sync` closes the connections of brok
 the image (unregistered), and :meth:`~PeerConnections.close` closes all at node stop.
 
 The replica fetchers keep their own connection (one per fetcher, with fetch-sized timeouts and
-their own backoff), as does the forwarding controller channel (which follows the active
-controller, not a broker id); both build it the same way, with :func:`peer_endpoint`.
+their own backoff) but find their leader with :func:`peer_endpoint` too; the forwarding
+controller channel follows the active controller rather than a broker id, and keeps its own.
 """
 
 from __future__ import annotations
@@ -40,12 +40,16 @@ class PeerBroker:
     host: str
     port: int
     listener: str
+    #: what the broker is to this one, for messages ("broker", "leader broker", ...)
+    role: str = "broker"
 
     def describe(self) -> str:
-        return f"broker {self.node_id} at {self.host}:{self.port} (listener {self.listener})"
+        return f"{self.role} {self.node_id} at {self.host}:{self.port} (listener " \
+               f"{self.listener})"
 
 
-def peer_endpoint(image: MetadataImage, broker_id: int, listener: str) -> PeerBroker:
+def peer_endpoint(image: MetadataImage, broker_id: int, listener: str, *,
+                  role: str = "broker") -> PeerBroker:
     """Where ``broker_id`` listens on ``listener`` according to ``image``; KafkaError
     BROKER_NOT_AVAILABLE when it is not registered or has no endpoint there."""
     registration = image.brokers.get(broker_id)
@@ -57,7 +61,7 @@ def peer_endpoint(image: MetadataImage, broker_id: int, listener: str) -> PeerBr
         raise KafkaError(ErrorCode.broker_not_available,
                          f"broker {broker_id} has no registered endpoint on "
                          f"inter.broker.listener.name={listener}")
-    return PeerBroker(broker_id, endpoint.host, endpoint.port, listener)
+    return PeerBroker(broker_id, endpoint.host, endpoint.port, listener, role)
 
 
 Connect = Callable[[PeerBroker, str], Awaitable[BrokerConnection]]

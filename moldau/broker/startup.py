@@ -63,7 +63,7 @@ from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replication.isr import IsrManager
 from .services import NodeServices
 from .txn.coordinator import TransactionCoordinator
-from .txn.markers import MarkerWriter
+from .txn.markers import MarkerWriter, runtime_end_marker
 from .txn.service import close_txn_services, start_txn_services
 from .txn.verification import TxnVerifier
 from .zk.cluster_controller import ZkMetadataPlane
@@ -80,7 +80,6 @@ RECOMMENDED_OPEN_FILES = 100_000
 # deletion at its own time; a one-second sweep is as good and needs no timer per file).
 DELETE_CHECK_INTERVAL_S = 1.0
 FLUSH_CHECK_INTERVAL_S = 1.0
-PRODUCER_EXPIRY_INTERVAL_S = 600.0
 
 # The metadata log is never trimmed by retention: the image is rebuilt from all of it.
 # Its batches may be as large as METADATA_MAX_BATCH_BYTES, whatever message.max.bytes says.
@@ -242,7 +241,9 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
                                 listener=config.listeners.inter_broker_listener)
         replicas.state_listeners.append(peers.sync)
     producer_ids = ProducerIdManager(node_id, channel)
-    marker_writer = MarkerWriter(replicas)
+    # Markers for __consumer_offsets go through the group runtime (pending transactional
+    # offsets become visible or are dropped), all others straight to the partitions.
+    marker_writer = MarkerWriter(replicas, offsets_marker=runtime_end_marker(groups.runtime))
     # Transaction coordinator (moldau/broker/txn): follows __transaction_state leadership;
     # its marker channel writes local markers directly, remote ones over peer connections.
     txns = start_txn_services(config, node_id=node_id, image=image, replicas=replicas,
@@ -352,7 +353,8 @@ async def housekeeping(node: NodeServices) -> None:
         _deletions(manager),
         _on_loop(OFFLINE_RETRY_INTERVAL_S, node.replica_manager.retry_offline,
                  "reopening offline partitions"),
-        _periodic(PRODUCER_EXPIRY_INTERVAL_S, manager.remove_expired_producers,
+        _periodic(node.config["producer.id.expiration.check.interval.ms"] / 1000,
+                  manager.remove_expired_producers,
                   "producer id expiry"),
     )
 

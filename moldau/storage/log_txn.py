@@ -76,9 +76,9 @@ class LogTransactions:
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest transaction that is open or whose marker is not yet
-        below the high watermark (LSO = min(HW, this))."""
-        with self._lock:
-            return self.producer_state.first_unstable_offset()
+        below the high watermark (LSO = min(HW, this)). Read on every fetch without the
+        log's lock, as before transactions: only the event loop's appends change it."""
+        return self.producer_state.first_unstable_offset()
 
     def begin_verification(self, producer_id: int) -> VerificationGuard:
         """Start KIP-890 verification of ``producer_id``'s first transactional write here;

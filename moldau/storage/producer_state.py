@@ -360,9 +360,11 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest transaction that is open or whose marker is not yet
         replicated (below the high watermark): the last stable offset cannot pass it."""
-        candidates = list(self.ongoing_txns.values())
-        candidates += self.unreplicated_txns
-        return min(candidates) if candidates else None
+        ongoing, unreplicated = self.ongoing_txns, self.unreplicated_txns
+        if not unreplicated:
+            return min(ongoing.values()) if ongoing else None
+        first = min(unreplicated)
+        return min(first, min(ongoing.values())) if ongoing else first
 
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """LSO once ``completed`` ends: the next open transaction's start, else its end + 1

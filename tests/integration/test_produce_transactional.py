@@ -144,3 +144,16 @@ def test_appends_keep_the_connections_order_behind_a_verification(
                     for r in answers)
         assert (a["error_code"], b["error_code"]) == (ErrorCode.none, ErrorCode.none)
         assert a["base_offset"] < b["base_offset"], (a, b)
+
+
+def test_verification_can_be_turned_off() -> None:
+    """``transaction.partition.verification.enable=false``: the leader appends without asking
+    (Kafka before KIP-890), so even a partition never added is written."""
+    settings = {"transaction.partition.verification.enable": "false"}
+    with BrokerProcess(settings=settings) as node, Wire(node.port()) as wire:
+        create_topic(wire, TOPIC, partitions=2)
+        txn_id = f"unverified-{uuid.uuid4().hex[:6]}"
+        pid, epoch = begin(wire, txn_id, [0])
+        answers = produce_all(wire, txn_id, {1: txn_batch([b"x"], pid=pid, epoch=epoch)})
+        assert answers[1]["error_code"] == ErrorCode.none, answers
+        assert list_offset(wire, TOPIC, 1, -1) == 1

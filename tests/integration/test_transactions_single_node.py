@@ -18,9 +18,10 @@ import confluent_kafka
 import pytest
 from broker_wire import Wire
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from moldau.protocol.api_keys import ApiKey
+from moldau.protocol.errors import ErrorCode
 from moldau.testing.runner import BrokerProcess
 
 RDKAFKA = logging.getLogger("rdkafka")
@@ -162,3 +163,132 @@ def _txn_state(broker: BrokerProcess, txn_id: str) -> str:
     [state] = answer["transaction_states"]
     assert state["error_code"] == 0, state
     return str(state["transaction_state"])
+
+
+def _init(wire: Wire, version: int, txn_id: str, pid: int = -1, epoch: int = -1) -> dict:
+    """InitProducerId, retried while the coordinator aborts an open transaction."""
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        answer = wire.call(ApiKey.INIT_PRODUCER_ID, version, {
+            "transactional_id": txn_id, "transaction_timeout": 60000,
+            "producer_id": pid, "producer_epoch": epoch})
+        if answer["error_code"] != ErrorCode.concurrent_transactions \
+                or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.05)
+
+
+def _codes(results: list[dict]) -> dict[tuple[str, int], int]:
+    return {(topic["name"], part["partition_index"]): part["partition_error_code"]
+            for topic in results for part in topic["results_by_partition"]}
+
+
+def test_wire_answers_versions_and_admin(broker: BrokerProcess) -> None:
+    """The APIs as the wire shows them: FindCoordinator key type 1, unknown partitions in
+    AddPartitionsToTxn, v4 verification, ListTransactions / DescribeTransactions, and
+    PRODUCER_FENCED sent as INVALID_PRODUCER_EPOCH to old versions."""
+    topic = new_topic(broker)
+    txn_id = f"wire-{uuid.uuid4().hex[:6]}"
+    with Wire(broker.port()) as wire:
+        found = wire.call(ApiKey.FIND_COORDINATOR, 3, {"key": txn_id, "key_type": 1})
+        assert (found["error_code"], found["port"]) == (0, broker.port()), found
+        first = _init(wire, 4, txn_id)
+        assert first["error_code"] == 0, first
+        pid, epoch = first["producer_id"], first["producer_epoch"]
+        body = {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
+                "v3_and_below_producer_epoch": epoch,
+                "v3_and_below_topics": [{"name": topic, "partitions": [0]},
+                                        {"name": "no-such-topic", "partitions": [0]}]}
+        added = wire.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, body)
+        assert _codes(added["results_by_topic_v3_and_below"]) == {
+            (topic, 0): ErrorCode.operation_not_attempted,
+            ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}
+        body["v3_and_below_topics"] = [{"name": topic, "partitions": [0]}]
+        added = wire.call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, body)
+        assert _codes(added["results_by_topic_v3_and_below"]) == {(topic, 0): 0}
+        verified = wire.call(ApiKey.ADD_PARTITIONS_TO_TXN, 4, {"transactions": [{
+            "transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+            "verify_only": True, "topics": [{"name": topic, "partitions": [0, 1]}]}]})
+        [result] = verified["results_by_transaction"]
+        assert _codes(result["topic_results"]) == {(topic, 0): 0,
+                                                   (topic, 1): ErrorCode.invalid_txn_state}
+        listed = wire.call(ApiKey.LIST_TRANSACTIONS, 1, {
+            "state_filters": ["Ongoing", "Bogus"], "producer_id_filters": [],
+            "duration_filter": -1})
+        assert listed["unknown_state_filters"] == ["Bogus"]
+        assert {"transactional_id": txn_id, "producer_id": pid,
+                "transaction_state": "Ongoing"} in listed["transaction_states"]
+        described = wire.call(ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": [txn_id]})
+        [state] = described["transaction_states"]
+        assert (state["transaction_state"], state["producer_epoch"]) == ("Ongoing", epoch)
+        assert state["topics"] == [{"topic": topic, "partitions": [0]}]
+        # a second producer takes the id over: the open transaction is aborted first
+        second = _init(wire, 4, txn_id)
+        assert (second["error_code"], second["producer_id"]) == (0, pid)
+        assert second["producer_epoch"] == epoch + 2
+        end = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+               "committed": True}
+        assert wire.call(ApiKey.END_TXN, 1, end)["error_code"] == ErrorCode.invalid_producer_epoch
+        assert wire.call(ApiKey.END_TXN, 3, end)["error_code"] == ErrorCode.producer_fenced
+        assert _init(wire, 3, txn_id, pid, epoch)["error_code"] \
+            == ErrorCode.invalid_producer_epoch
+        assert _init(wire, 4, txn_id, pid, epoch)["error_code"] == ErrorCode.producer_fenced
+        # KIP-360: the current producer recovers with its own id and epoch
+        bumped = _init(wire, 4, txn_id, pid, second["producer_epoch"])
+        assert (bumped["error_code"], bumped["producer_epoch"]) == (0, epoch + 3)
+
+
+def test_transaction_state_topic_as_kafka_creates_it(broker: BrokerProcess) -> None:
+    """Created on the first lookup: compacted, uncompressed, 50 partitions, and min.isr
+    capped at the single node's replication factor of 1 (Kafka's default 2 would refuse
+    every write)."""
+    producer(broker, f"topic-{uuid.uuid4().hex[:6]}").init_transactions(30)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, "logger": RDKAFKA})
+    metadata = admin.list_topics("__transaction_state", timeout=15)
+    assert len(metadata.topics["__transaction_state"].partitions) == 50
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "__transaction_state")
+    configs = admin.describe_configs([resource])[resource].result(15)
+    assert {key: configs[key].value for key in ("cleanup.policy", "compression.type",
+                                                "min.insync.replicas",
+                                                "unclean.leader.election.enable")} == {
+        "cleanup.policy": "compact", "compression.type": "uncompressed",
+        "min.insync.replicas": "1", "unclean.leader.election.enable": "false"}
+
+
+def _stable_offset(broker: BrokerProcess, group: str, topic: str) -> int:
+    """The group's committed offset of ``topic``-0 by OffsetFetch v7 with require_stable,
+    retried while a transaction holds it (UNSTABLE_OFFSET_COMMIT)."""
+    deadline = time.monotonic() + WAIT_S
+    with Wire(broker.port()) as wire:
+        while True:
+            answer = wire.call(ApiKey.OFFSET_FETCH, 7, {
+                "group_id": group, "require_stable": True,
+                "topics": [{"name": topic, "partition_indexes": [0]}]})
+            [part] = answer["topics"][0]["partitions"]
+            if part["error_code"] != ErrorCode.unstable_offset_commit:
+                assert part["error_code"] == 0, part
+                return int(part["committed_offset"])
+            assert time.monotonic() < deadline, "offsets stayed pending"
+            time.sleep(0.1)
+
+
+def test_send_offsets_to_transaction_commits_with_the_transaction(broker: BrokerProcess) -> None:
+    """The group's offsets become visible when the transaction commits (the COMMIT marker on
+    __consumer_offsets reaches the group coordinator) and are dropped when it aborts."""
+    source, out = new_topic(broker, 1), new_topic(broker, 1)
+    group = f"eos-{uuid.uuid4().hex[:6]}"
+    consumer = confluent_kafka.Consumer({"bootstrap.servers": broker.bootstrap,
+                                         "logger": RDKAFKA, "group.id": group})
+    p = producer(broker, f"eos-{uuid.uuid4().hex[:6]}")
+    p.init_transactions(30)
+    for offset, commit in ((5, True), (9, False)):
+        p.begin_transaction()
+        p.produce(out, value=b"v%d" % offset, partition=0)
+        p.send_offsets_to_transaction([confluent_kafka.TopicPartition(source, 0, offset)],
+                                      consumer.consumer_group_metadata(), 30)
+        if commit:
+            p.commit_transaction(30)
+        else:
+            p.abort_transaction(30)
+        assert _stable_offset(broker, group, source) == 5
+    consumer.close()

@@ -84,24 +84,40 @@ def _committed_records(checkpoint: Path) -> int | None:
     return sum(int(o) for parts in offsets.values() for o in parts.values())
 
 
+def _open_transaction(admin: SyncAdminClient, tps: list[tuple[str, int]]) -> bool:
+    """True when a partition's last stable offset is below its high watermark."""
+    latest = {tp: -1 for tp in tps}
+    stable = admin.list_offsets(latest, isolation_level="read_committed")
+    high = admin.list_offsets(latest, isolation_level="read_uncommitted")
+    return any(stable[tp].offset < high[tp].offset for tp in stable)
+
+
 def _crash_mid_batch(command: list[str], target: str, bootstrap: str, checkpoint: Path,
-                     logs: Path, timeout: float = 240) -> tuple[int, int]:
+                     logs: Path, *, prefer_open_txn: bool,
+                     timeout: float = 240) -> tuple[int, int, bool]:
     """Run the pipeline until the target holds records the checkpoint does not count as
-    committed, then kill it. Returns (records seen, records committed) at the kill."""
+    committed, then kill it: with ``prefer_open_txn`` at a moment a transaction is open
+    (HW > LSO) if one is seen before half the records are committed. Returns (records seen,
+    records committed, whether a transaction was open) at the kill."""
     tail = SyncConsumer({"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest",
                          "isolation.level": "read_uncommitted"})
-    tail.assign([(target, p) for p in tail.partitions_for(target)])
+    tps = [(target, p) for p in tail.partitions_for(target)]
+    tail.assign(tps)
+    admin = SyncAdminClient({"bootstrap.servers": bootstrap})
     seen = 0
     with open(logs, "wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            seen += len(tail.poll(0.03))
+            seen += len(tail.poll(0.02))
             committed = _committed_records(checkpoint)
-            if committed is not None and seen > committed:
+            open_txn = prefer_open_txn and _open_transaction(admin, tps)
+            mid_batch = committed is not None and seen > committed
+            if open_txn or (mid_batch and (
+                    not prefer_open_txn or (committed or 0) >= EVENTS // 2)):
                 _kill_all(proc)
-                return seen, committed
+                return seen, committed or 0, open_txn
             assert proc.poll() is None, (
                 f"the pipeline ended (rc {proc.returncode}) before it could be killed "
                 f"mid-batch:\n{complete_text(logs)[-4000:]}")
@@ -111,6 +127,7 @@ def _crash_mid_batch(command: list[str], target: str, bootstrap: str, checkpoint
         if proc.poll() is None:
             _kill_all(proc)
         tail.close()
+        admin.close()
 
 
 def _read_committed(bootstrap: str, topic: str, expected: int,
@@ -134,7 +151,8 @@ def _read_committed(bootstrap: str, topic: str, expected: int,
 
 
 def _crash_and_restart(spark: Any, broker: BrokerProcess, tmp_path: Path,
-                       guarantee: str) -> tuple[str, str, list[dict[str, Any]], tuple[int, int]]:
+                       guarantee: str
+                       ) -> tuple[str, str, list[dict[str, Any]], tuple[int, int, bool]]:
     source, target = f"events-{uuid.uuid4().hex[:8]}", f"tags-{uuid.uuid4().hex[:8]}"
     admin = SyncAdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(source, 2, 1), NewTopic(target, 2, 1)])
@@ -150,7 +168,8 @@ def _crash_and_restart(spark: Any, broker: BrokerProcess, tmp_path: Path,
     command = pipeline_command(broker.bootstrap, source, broker.bootstrap, target,
                                checkpoint, *more)
     at_kill = _crash_mid_batch(command, target, broker.bootstrap, checkpoint,
-                               tmp_path / "crashed-run.log")
+                               tmp_path / "crashed-run.log",
+                               prefer_open_txn=guarantee == "exactly-once")
     # Restart from the checkpoint and run to the end of the source.
     pipeline = TagPipeline(
         source_bootstrap=broker.bootstrap, source_topic=source,
@@ -162,9 +181,41 @@ def _crash_and_restart(spark: Any, broker: BrokerProcess, tmp_path: Path,
     return source, target, _read_committed(broker.bootstrap, target, EVENTS), at_kill
 
 
+def test_source_honours_kafka_isolation_level(spark: Any, broker: BrokerProcess,
+                                              new_topic: Any) -> None:
+    """read_committed: committed records only, up to the last stable offset (an open
+    transaction at the end is not waited for); read_uncommitted: every data record."""
+    from confluent_kafka import Producer
+
+    topic = new_topic(1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 1,
+                         "transactional.id": f"iso-{uuid.uuid4().hex[:6]}"})
+    producer.init_transactions(30)
+    for n, commit in enumerate([True, False, True, True, False, True]):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.produce(topic, f"{'c' if commit else 'a'}{n}-{i}".encode(), partition=0)
+        producer.flush(30)  # librdkafka's abort drops queued records: put them in the log
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    producer.begin_transaction()
+    producer.produce(topic, b"open", partition=0)
+    producer.flush(30)  # an open transaction: the LSO stays at its first offset
+
+    def read(isolation: str) -> list[str]:
+        return [r.value.decode() for r in (
+            spark.read.format("moldau").option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic).option("kafka.isolation.level", isolation)
+            .load().orderBy("offset").collect())]
+
+    committed = read("read_committed")
+    assert committed == [f"c{n}-{i}" for n in (0, 2, 3, 5) for i in range(5)]
+    assert len(read("read_uncommitted")) == 6 * 5 + 1
+    producer.abort_transaction(30)
+
+
 def test_exactly_once_across_a_driver_kill(spark: Any, broker: BrokerProcess,
                                            tmp_path: Path) -> None:
-    source, target, tags, (seen, committed) = _crash_and_restart(
+    source, target, tags, (seen, committed, open_txn) = _crash_and_restart(
         spark, broker, tmp_path, "exactly-once")
     positions = Counter((t["source"]["partition"], t["source"]["offset"]) for t in tags)
     twice = {p: n for p, n in positions.items() if n > 1}
@@ -172,7 +223,8 @@ def test_exactly_once_across_a_driver_kill(spark: Any, broker: BrokerProcess,
                        f"with {seen} records written, {committed} committed")
     assert len(tags) == EVENTS
     check_tags(tags, source, EVENTS)
-    print(f"exactly-once: killed with {seen} written, {committed} committed; no duplicates")
+    print(f"exactly-once: killed with {seen} written, {committed} committed, "
+          f"{'a' if open_txn else 'no'} transaction open; no duplicates")
     # The moldau source honours kafka.isolation.level: it plans to the last stable offset
     # and skips aborted records and markers.
     rows = (spark.read.format("moldau").option("kafka.bootstrap.servers", broker.bootstrap)
@@ -184,8 +236,8 @@ def test_exactly_once_across_a_driver_kill(spark: Any, broker: BrokerProcess,
 
 def test_at_least_once_repeats_records_across_the_same_kill(spark: Any, broker: BrokerProcess,
                                                            tmp_path: Path) -> None:
-    _, _, tags, (seen, committed) = _crash_and_restart(spark, broker, tmp_path,
-                                                       "at-least-once")
+    _, _, tags, (seen, committed, _) = _crash_and_restart(spark, broker, tmp_path,
+                                                          "at-least-once")
     positions = Counter((t["source"]["partition"], t["source"]["offset"]) for t in tags)
     assert {t["event"]["seq"] for t in tags} == set(range(EVENTS)), "a record was lost"
     duplicates = sum(n - 1 for n in positions.values())

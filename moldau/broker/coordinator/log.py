@@ -27,13 +27,23 @@ class CoordinatorLogError(Exception):
 class CoordinatorLog(Protocol):
     """What a coordinator needs from the partitions of its topic."""
 
-    async def append(self, partition: int, batch: bytes) -> int:
+    async def append(self, partition: int, batch: bytes, *,
+                     verification_guard: object | None = None) -> int:
         """Append one record batch (data or control) as leader, with coordinator origin;
         return its base offset.
 
         Must complete only once the batch is as durable as an acks=all produce would make it
-        (committed to the ISR). Raises :class:`CoordinatorLogError` on failure.
+        (committed to the ISR). Raises :class:`CoordinatorLogError` on failure; with a
+        ``verification_guard`` (of :meth:`begin_verification`) a transactional batch that
+        opens its producer's transaction fails INVALID_TXN_STATE when the guard went stale
+        (an end marker or a new epoch came in between, KIP-890).
         """
+        ...
+
+    def begin_verification(self, partition: int, producer_id: int) -> object | None:
+        """Start verifying ``producer_id``'s transactional write to ``partition`` (before
+        asking the transaction coordinator); None when the partition keeps no producer
+        state here."""
         ...
 
     def read_batches(self, partition: int) -> Iterator[bytes]:
@@ -65,7 +75,8 @@ class MemoryCoordinatorLog:
         self.next_offset: dict[int, int] = {}
         self.fail_with: int | None = None
 
-    async def append(self, partition: int, batch: bytes) -> int:
+    async def append(self, partition: int, batch: bytes, *,
+                     verification_guard: object | None = None) -> int:
         if self.fail_with is not None:
             raise CoordinatorLogError(self.fail_with, "injected failure")
         base = self.next_offset.get(partition, 0)
@@ -78,3 +89,6 @@ class MemoryCoordinatorLog:
 
     def read_batches(self, partition: int) -> Iterator[bytes]:
         yield from self.partitions.get(partition, [])
+
+    def begin_verification(self, partition: int, producer_id: int) -> object | None:
+        return None

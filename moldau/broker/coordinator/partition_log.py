@@ -35,11 +35,13 @@ class PartitionCoordinatorLog:
         self.topic = topic
         self.commit_timeout_ms = commit_timeout_ms
 
-    async def append(self, partition: int, batch: bytes) -> int:
+    async def append(self, partition: int, batch: bytes, *,
+                     verification_guard: object | None = None) -> int:
         topic = self.topic
         outcome = self.replicas.append_records(topic, partition, batch, acks=-1,
                                                transactional_id=None, internal=True,
-                                               origin=ORIGIN_COORDINATOR)
+                                               origin=ORIGIN_COORDINATOR,
+                                               verification_guard=verification_guard)
         if outcome.error != ErrorCode.none:
             raise CoordinatorLogError(outcome.error, outcome.message or "")
         next_offset = outcome.base_offset + read_header(batch, 0).record_count
@@ -53,6 +55,12 @@ class PartitionCoordinatorLog:
         if error != ErrorCode.none:
             raise CoordinatorLogError(error, f"{topic}-{partition}: {error.name}")
         return int(outcome.base_offset)
+
+    def begin_verification(self, partition: int, producer_id: int) -> object | None:
+        led = self.replicas.leader_partition(self.topic, partition)
+        if isinstance(led, ErrorCode):
+            return None  # the write fails NOT_COORDINATOR anyway
+        return led.log.producer_state.begin_verification(producer_id)
 
     def read_batches(self, partition: int) -> Iterator[bytes]:
         for chunk in self.replicas.iter_batches(self.topic, partition):

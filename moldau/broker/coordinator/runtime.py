@@ -125,7 +125,8 @@ class CoordinatorRuntime(Generic[S]):
 
     # --- writing -----------------------------------------------------------------------
     async def write(self, shard: S, records: Sequence[tuple[bytes, bytes | None]], *,
-                    txn: tuple[int, int] | None = None, commit: bool = False) -> int:
+                    txn: tuple[int, int] | None = None, commit: bool = False,
+                    verification_guard: object | None = None) -> int:
         """Append ``records`` (encoded keys and values, None = tombstone) to the shard's
         partition as one batch; returns its base offset. The caller replays them after.
 
@@ -133,11 +134,11 @@ class CoordinatorRuntime(Generic[S]):
         -1; the partition still checks the epoch: an older one fails INVALID_PRODUCER_EPOCH).
         Raises CoordinatorError with the client-facing error (chained to the append's) when
         the append fails or the shard was unloaded meanwhile; ``commit`` selects the errors
-        of an offset commit."""
+        of an offset commit. ``verification_guard``: see :meth:`begin_verification`."""
         pid, epoch = txn if txn is not None else (-1, -1)
         batch = records_batch(records, self.timer.now_ms(), producer_id=pid,
                               producer_epoch=epoch)
-        base = await self._append(shard, batch, commit=commit)
+        base = await self._append(shard, batch, commit=commit, guard=verification_guard)
         self.check_loaded(shard)
         return base
 
@@ -158,10 +159,18 @@ class CoordinatorRuntime(Generic[S]):
         shard.replay_end_txn(producer_id, commit, base)
         return base
 
-    async def _append(self, shard: S, batch: bytes, *, commit: bool = False) -> int:
+    def begin_verification(self, shard: S, producer_id: int) -> object | None:
+        """The guard of a transactional write of ``producer_id`` to the shard's partition,
+        taken *before* the transaction coordinator is asked (KIP-890): if the transaction
+        ends (marker) or the epoch changes before the write, a write that would open a new
+        transaction fails INVALID_TXN_STATE instead of leaving one no coordinator knows."""
+        return self.log.begin_verification(shard.partition, producer_id)
+
+    async def _append(self, shard: S, batch: bytes, *, commit: bool = False,
+                      guard: object | None = None) -> int:
         self.check_loaded(shard)
         try:
-            return await self.log.append(shard.partition, batch)
+            return await self.log.append(shard.partition, batch, verification_guard=guard)
         except CoordinatorLogError as exc:
             raise CoordinatorError(append_error(exc.code, commit=commit), str(exc)) from exc
 

@@ -149,14 +149,16 @@ class GroupCoordinator(ShardListener[GroupShard]):
 
     # --- writing -----------------------------------------------------------------------
     async def write(self, shard: GroupShard, records: Sequence[tuple[Key, Value | None]], *,
-                    commit: bool = False, txn: tuple[int, int] | None = None) -> int:
+                    commit: bool = False, txn: tuple[int, int] | None = None,
+                    verification_guard: object | None = None) -> int:
         """Append ``records`` to the shard's partition as one batch; returns its base offset.
 
         Every change to a group goes through here *before* it is applied to memory, so memory
         never holds what the log does not. Raises GroupError with the group-facing error
         (chained to the append's) when the append fails or the shard was unloaded meanwhile;
         ``commit`` selects the errors of an offset commit, ``txn=(producer_id, epoch)`` writes
-        a transactional batch (TxnOffsetCommit)."""
+        a transactional batch (TxnOffsetCommit, with the ``verification_guard`` of
+        ``runtime.begin_verification``)."""
         try:
             encoded = [(encode_key(k), None if v is None else encode_value(v))  # type: ignore[arg-type]
                        for k, v in records]
@@ -166,7 +168,8 @@ class GroupCoordinator(ShardListener[GroupShard]):
             # answers UNKNOWN_SERVER_ERROR.
             log.warning("cannot write to __consumer_offsets-%d: %s", shard.partition, exc)
             raise GroupError(ErrorCode.unknown_server_error, str(exc)) from exc
-        return await self.runtime.write(shard, encoded, commit=commit, txn=txn)
+        return await self.runtime.write(shard, encoded, commit=commit, txn=txn,
+                                        verification_guard=verification_guard)
 
     async def write_end_marker(self, partition: int, producer_id: int, producer_epoch: int,
                                coordinator_epoch: int, commit: bool) -> int:

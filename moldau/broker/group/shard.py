@@ -70,6 +70,8 @@ class OffsetStore:
         self.pending: dict[int, dict[PendingKey, tuple[OffsetKey, OffsetValue | None, int]]] = {}
         # group -> producers with pending offsets for it
         self.pending_groups: dict[str, set[int]] = {}
+        # producer id -> (offset, commit) of the last end marker applied for it
+        self.ended: dict[int, tuple[int, bool]] = {}
 
     def replay(self, key: OffsetKey, value: OffsetValue | None, record_offset: int) -> None:
         """Apply one OffsetCommit record (None = tombstone) found at ``record_offset``.
@@ -96,15 +98,28 @@ class OffsetStore:
     def replay_pending(self, producer_id: int, key: OffsetKey, value: OffsetValue | None,
                        record_offset: int) -> None:
         """Hold one OffsetCommit record of ``producer_id``'s open transaction (a later one of
-        the same transaction for the same partition replaces it)."""
+        the same transaction for the same partition replaces it).
+
+        A record below the producer's last end marker belongs to the transaction that marker
+        ended (its write was replayed after the marker's: both waited for the high watermark),
+        so it takes that outcome at once instead of waiting for a marker that came already."""
+        ended = self.ended.get(producer_id)
+        if ended is not None and record_offset < ended[0]:
+            if ended[1]:
+                self.replay(key, value, record_offset)
+            return
         entry = (key.group, key.topic, key.partition)
         self.pending.setdefault(producer_id, {})[entry] = (key, value, record_offset)
         self.pending_groups.setdefault(key.group, set()).add(producer_id)
 
-    def end_txn(self, producer_id: int, commit: bool) -> set[str]:
-        """``producer_id``'s transaction ended: on commit its offsets are replayed as
-        committed at their own record offsets (so a plain commit written after them still
-        wins, as in Kafka); on abort they are dropped. Returns the groups it touched."""
+    def end_txn(self, producer_id: int, commit: bool, marker_offset: int) -> set[str]:
+        """``producer_id``'s transaction ended with the marker at ``marker_offset``: on
+        commit its offsets are replayed as committed at their own record offsets (so a plain
+        commit written after them still wins, as in Kafka); on abort they are dropped.
+        Returns the groups it touched."""
+        last = self.ended.get(producer_id)
+        if last is None or last[0] < marker_offset:
+            self.ended[producer_id] = (marker_offset, commit)
         offsets = self.pending.pop(producer_id, {})
         groups = set()
         for key, value, record_offset in offsets.values():
@@ -168,7 +183,7 @@ class GroupShard:
         """The end of ``producer_id``'s transaction (its marker at ``offset``): its pending
         offsets become committed offsets on commit and are dropped on abort. After loading, a
         group that only now has offsets becomes a simple group, as loading would make it."""
-        groups = self.offsets.end_txn(producer_id, commit)
+        groups = self.offsets.end_txn(producer_id, commit, offset)
         if not self.loaded or self._now_ms is None:
             return
         for group_id in groups:

@@ -12,7 +12,9 @@ transaction, then TxnOffsetCommit reaches this coordinator. The commit is
    requests without them (v0-2, or generation -1 and no member) are accepted for any group,
    and an unknown group becomes a simple group; no REBALANCE_IN_PROGRESS;
 3. written as one transactional batch (the producer's id and epoch: the partition refuses an
-   older epoch with INVALID_PRODUCER_EPOCH), then replayed as *pending* offsets.
+   older epoch with INVALID_PRODUCER_EPOCH; a verification guard taken before step 1 makes a
+   write that would open a transaction after the verified one ended fail INVALID_TXN_STATE),
+   then replayed as *pending* offsets.
 
 Pending offsets are invisible: OffsetFetch keeps answering the last committed offsets, and with
 ``require_stable`` (v7+) answers UNSTABLE_OFFSET_COMMIT for a partition that has some (the
@@ -37,6 +39,7 @@ from typing import Any, Protocol, TypeVar
 
 from ...protocol.errors import ErrorCode
 from ..coordinator.locks import KeyLocks
+from ..coordinator.runtime import CoordinatorRuntime
 from .classic import ClassicGroup, ClassicState
 from .commits import OffsetToCommit, metadata_too_large
 from .config import GroupConfig
@@ -75,12 +78,16 @@ class Coordinator(Protocol):
     @property
     def locks(self) -> KeyLocks: ...
 
+    @property
+    def runtime(self) -> CoordinatorRuntime[GroupShard]: ...
+
     def check_loaded(self, shard: GroupShard) -> None: ...
 
     async def run(self, change: Coroutine[Any, Any, T]) -> T: ...
 
     async def write(self, shard: GroupShard, records: Sequence[tuple[Key, Value | None]], *,
-                    commit: bool = False, txn: tuple[int, int] | None = None) -> int: ...
+                    commit: bool = False, txn: tuple[int, int] | None = None,
+                    verification_guard: object | None = None) -> int: ...
 
 
 class TxnVerifier(Protocol):
@@ -181,6 +188,8 @@ class TxnOffsetManager:
             log.warning("TxnOffsetCommit of group %s refused: no transaction verifier",
                         request.group_id)
             return [ErrorCode.coordinator_not_available] * count
+        # The guard is taken before asking: a marker or an epoch bump meanwhile voids it.
+        guard = self.coordinator.runtime.begin_verification(shard, request.producer_id)
         verified = await verifier.verify(request.transactional_id, request.producer_id,
                                          request.producer_epoch, [tp])
         failed = verified.get(tp, ErrorCode.none)
@@ -190,9 +199,10 @@ class TxnOffsetManager:
                       request.transactional_id, request.group_id, ErrorCode(failed).name,
                       error.name)
             return [error] * count
-        return await self.coordinator.run(self._commit(shard, request))
+        return await self.coordinator.run(self._commit(shard, request, guard))
 
-    async def _commit(self, shard: GroupShard, request: TxnCommit) -> list[int]:
+    async def _commit(self, shard: GroupShard, request: TxnCommit,
+                      guard: object | None) -> list[int]:
         coordinator = self.coordinator
         group_id = request.group_id
         if coordinator.locks.busy(group_id):
@@ -224,7 +234,8 @@ class TxnOffsetManager:
         pid = request.producer_id
         try:
             base = await coordinator.write(shard, records, commit=True,
-                                           txn=(pid, request.producer_epoch))
+                                           txn=(pid, request.producer_epoch),
+                                           verification_guard=guard)
         except GroupError as exc:
             return [exc.code if e == ErrorCode.none else e for e in errors]
         for i, (key, value) in enumerate(records):

@@ -180,9 +180,13 @@ class DeferredAppend:
 
 
 def _first_header(records: Any) -> BatchHeader | None:
+    """The first batch's header; None when there is none to read or it is not a magic-2
+    batch (the append answers what is wrong with it: an old message format has no
+    transactional bit, whatever the byte at that place holds)."""
     if records is None or len(records) < HEADER_SIZE:
-        return None  # the append answers what is wrong with it
-    return read_header(records, 0)
+        return None
+    header = read_header(records, 0)
+    return header if header.magic == 2 else None
 
 
 def _has_transactional_records(request: ProduceRequestData) -> bool:
@@ -201,7 +205,7 @@ def _to_verify(ctx: RequestContext, request: ProduceRequestData
     """The partitions whose transactional batch opens a transaction there, with the
     producer's (id, epoch) and the partition, when verification is on."""
     broker = ctx.broker
-    if request.transactional_id is None or not broker.config.get(VERIFICATION_KEY, True):
+    if request.transactional_id is None or not broker.config[VERIFICATION_KEY]:
         return {}
     verifier = getattr(broker, "txn_verifier", None)
     if verifier is None:

@@ -84,8 +84,6 @@ async def _commit(ctx: RequestContext, request: Any, entries: list[OffsetToCommi
     try:
         coordinator = coordinator_of(ctx.broker)
         shard = coordinator.shard_of_group(request.group_id)
-        # The transaction verifier (§7.4) of the node; None before it is wired in.
-        verifier = getattr(ctx.broker, "txn_verifier", None)
-        return await coordinator.txn_offsets.commit(shard, commit, verifier)
+        return await coordinator.txn_offsets.commit(shard, commit, ctx.broker.txn_verifier)
     except GroupError as exc:
         return [exc.code] * len(entries)

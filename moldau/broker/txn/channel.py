@@ -53,6 +53,7 @@ from ...protocol.errors import ErrorCode, KafkaError
 from ...wire.errors import ClientError, UnsupportedVersionError
 from ..metadata.image import MetadataImage
 from ..peers import PeerConnections
+from .markers import TxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -76,20 +77,9 @@ _SUPERSEDED = frozenset({ErrorCode.invalid_producer_epoch,
 _DROP = frozenset({ErrorCode.unsupported_version, ErrorCode.unsupported_for_message_format})
 
 
-@dataclass(frozen=True, slots=True)
-class TxnMarker:
-    """One transaction's marker for some partitions (the ``MarkerWriter`` seam of design
-    §12: ``txn/markers.py`` owns it; defined here until that module lands)."""
-
-    pid: int
-    epoch: int
-    commit: bool
-    coordinator_epoch: int
-    tps: tuple[TopicPartition, ...]
-
-
 class MarkerWriter(Protocol):
-    """Writes markers to partitions this broker leads (``txn/markers.py``)."""
+    """Writes markers to partitions this broker leads (``txn/markers.py``'s
+    :class:`~.markers.MarkerWriter`; tests give a fake)."""
 
     async def write(self, markers: Sequence[TxnMarker]
                     ) -> Mapping[tuple[int, TopicPartition], ErrorCode]:

@@ -25,6 +25,7 @@ from ..coordinator.errors import CoordinatorError
 from ..coordinator.log import CoordinatorLog
 from ..coordinator.runtime import CoordinatorRuntime
 from ..coordinator.timer import Timer
+from ..group.wire import MAX_CLASSIC_STRING, fits_classic
 from ..metadata.image import MetadataImage
 from .channel import PendingMarkers
 from .config import TxnConfig
@@ -94,8 +95,15 @@ class TransactionCoordinator:
         return self.runtime.partition_of(transactional_id)
 
     def shard_of(self, transactional_id: str) -> TxnShard:
-        """The loaded shard of ``transactional_id``; TxnError NOT_COORDINATOR or
-        COORDINATOR_LOAD_IN_PROGRESS otherwise."""
+        """The loaded shard of ``transactional_id``; TxnError NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS, or INVALID_REQUEST for an id no record key holds."""
+        if len(transactional_id) > MAX_CLASSIC_STRING // 4 and not fits_classic(transactional_id):
+            # Possible in flexible requests; such an id could never be written (its record
+            # key is a classic string): refuse it at the door.
+            raise TxnError(ErrorCode.invalid_request,
+                           f"transactional id of {len(transactional_id.encode())} bytes is "
+                           f"longer than the {MAX_CLASSIC_STRING} bytes a "
+                           f"{TXN_STATE_TOPIC} key holds")
         try:
             return self.runtime.shard(self.partition_of(transactional_id))
         except CoordinatorError as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
+from ..coordinator.errors import CoordinatorError
 
 #: The first version of each API that knows PRODUCER_FENCED.
 _FENCED_SINCE = {
@@ -19,13 +20,13 @@ _FENCED_SINCE = {
 }
 
 
-class TxnError(Exception):
-    """A transaction request that fails with ``code``; ``message`` says why."""
+class TxnError(CoordinatorError):
+    """A transaction request that fails with ``code``; ``message`` says why. A
+    CoordinatorError, so the runtime treats a refused change in a background task as an
+    answer, not as a crash."""
 
     def __init__(self, code: int, message: str | None = None) -> None:
-        super().__init__(message or ErrorCode(code).name)
-        self.code = ErrorCode(code)
-        self.message = message
+        super().__init__(ErrorCode(code), message or "")
 
     def __repr__(self) -> str:
         return f"TxnError({self.code.name}, {self.message!r})"

@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode, KafkaError
+from ..coordinator.errors import CoordinatorError
 
 if TYPE_CHECKING:
+    from ..coordinator.runtime import CoordinatorRuntime
     from ..replica_manager import ReplicaManager
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -87,3 +89,20 @@ class MarkerWriter:
             return {key: await self.offsets_marker(partition, marker)}
         except KafkaError as exc:
             return {key: ErrorCode(exc.code)}
+
+
+def runtime_end_marker(runtime: CoordinatorRuntime) -> OffsetsMarkerFn:
+    """The ``offsets_marker`` of a node: the group coordinator runtime's ``write_end_marker``
+    for the shard of the partition (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while it
+    is not loaded here, the epoch and append errors otherwise)."""
+
+    async def write(partition: int, marker: TxnMarker) -> ErrorCode:
+        try:
+            shard = runtime.shard(partition)
+            await runtime.write_end_marker(shard, marker.pid, marker.epoch,
+                                           marker.coordinator_epoch, marker.commit)
+        except CoordinatorError as exc:
+            return ErrorCode(exc.code)
+        return ErrorCode.none
+
+    return write

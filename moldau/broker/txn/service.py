@@ -77,15 +77,13 @@ def start_txn_services(config: BrokerConfig, *, node_id: int, image: MetadataIma
 
 
 async def close_txn_services(coordinator: TransactionCoordinator) -> None:
-    """Stop the housekeeping, unload every shard, stop the marker channel."""
+    """Stop the housekeeping, unload every shard, stop the marker channel (the node closes
+    the peer connections it shares)."""
     stop_maintenance(coordinator)
     await coordinator.close()
     close = getattr(coordinator.markers, "close", None)
     if close is not None:
         await close()
-    peers = getattr(coordinator.markers, "peers", None)
-    if peers is not None:
-        peers.close()
 
 
 def txn_topic_spec(config: TxnConfig) -> TopicSpec:

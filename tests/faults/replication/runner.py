@@ -68,6 +68,9 @@ class RunConfig:
     #: ``records`` (idempotent producers, :mod:`.checker`) or ``txn`` (transactions read
     #: with read_committed, :mod:`.txn_checker`)
     workload: str = "records"
+    #: isolation level of the txn workload's consumers (read_uncommitted only to show the
+    #: checker catching aborted reads)
+    txn_isolation: str = "read_committed"
 
     def replay_command(self) -> str:
         parts = [f"--seed {self.seed}", f"--rounds {self.rounds}",
@@ -85,6 +88,8 @@ class RunConfig:
             parts.append("--netns")
         if self.workload != "records":
             parts.append(f"--workload {self.workload}")
+        if self.txn_isolation != "read_committed":
+            parts.append(f"--txn-isolation {self.txn_isolation}")
         parts += [f"--set {key}={value}" for key, value in sorted(self.settings.items())]
         return ".venv/bin/python -m tests.faults.replication " + " ".join(parts)
 
@@ -114,6 +119,10 @@ def _broker_settings(config: RunConfig) -> dict[str, str]:
         settings["transaction.state.log.replication.factor"] = str(config.replication_factor)
         settings["transaction.state.log.min.isr"] = str(
             min(config.min_insync, config.replication_factor))
+        # few coordinator partitions (a fast start); transactions a killed or replaced
+        # producer left open are aborted soon after their 10 s timeout
+        settings["transaction.state.log.num.partitions"] = "6"
+        settings["transaction.abort.timed.out.transaction.cleanup.interval.ms"] = "1000"
     settings.update(config.settings)
     return settings
 
@@ -227,7 +236,8 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
             producers = [TxnProducerWorker(i, settings, history, run_id=topic,
                                            seed=config.seed)
                          for i in range(config.producers)]
-            consumers = [CommittedConsumer(i, settings, history)
+            consumers = [CommittedConsumer(i, settings, history,
+                                           isolation=config.txn_isolation)
                          for i in range(config.consumers)]
         else:
             producers = [ProducerWorker(i, settings, history)
@@ -372,6 +382,11 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
                              "txn: transactions committed or aborted at random, read with "
                              "read_committed (aborted reads, lost commits, duplicates, "
                              "partial transactions)")
+    parser.add_argument("--txn-isolation", choices=["read_committed", "read_uncommitted"],
+                        default="read_committed",
+                        help="isolation level of the txn workload's consumers (the final "
+                             "read is always read_committed); read_uncommitted shows the "
+                             "checker catching aborted reads")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for history.jsonl, summary.json and the processes' "
                              "data and logs (default: a new temporary directory)")
@@ -395,7 +410,8 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
                      partitions=args.partitions, producers=args.producers,
                      consumers=args.consumers, rate=args.rate, acks=args.acks,
                      idempotence=args.idempotence, out=args.out, netns=args.netns,
-                     settings=settings, workload=args.workload)
+                     settings=settings, workload=args.workload,
+                     txn_isolation=args.txn_isolation)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -132,7 +132,8 @@ def check_txns(events: Iterable[Mapping[str, Any]]) -> TxnReport:
     report.stats = {
         "transactions": len(txns), "committed": outcomes.count("committed"),
         "aborted": outcomes.count("aborted"), "unknown": outcomes.count("unknown"),
-        "sent": len(owner), "polled": len(polls), "final_records": len(finals),
+        "sent": len(owner), "attempted": len(owner), "polled": len(polls),
+        "final_records": len(finals),
         "rounds": len(rounds.kinds),
         # what the runner's "did anything happen" check reads
         "acknowledged": sum(len(t.values) for t in txns.values() if t.outcome == "committed"),

@@ -55,6 +55,7 @@ class TxnProducerWorker(threading.Thread):
         self.unresolved = 0
         self.replaced = 0
         self.txns = 0
+        self.last_error: BaseException | None = None
 
     def _config(self) -> dict[str, Any]:
         s = self.settings
@@ -92,7 +93,8 @@ class TxnProducerWorker(threading.Thread):
                 n += 1
                 name = f"{self.transactional_id}-t{n}"
                 if not self._one(producer, name):
-                    self.history.record("txn_unknown", producer=self.producer_id, txn=name)
+                    self.history.record("txn_unknown", producer=self.producer_id, txn=name,
+                                        error=repr(self.last_error))
                     self.replaced += 1
                     producer = self._producer()
                 self.txns += 1
@@ -117,6 +119,7 @@ class TxnProducerWorker(threading.Thread):
                 producer.poll(0.5)
                 return self._abort(producer, name)
             except Exception as exc:
+                self.last_error = exc
                 if _fatal(exc):
                     return False
                 return self._abort(producer, name)
@@ -133,6 +136,7 @@ class TxnProducerWorker(threading.Thread):
                 self.history.record("txn_commit_ok", producer=self.producer_id, txn=name)
                 return True
             except Exception as exc:
+                self.last_error = exc
                 error = _error(exc)
                 if error is not None and error.txn_requires_abort():
                     return self._abort(producer, name)
@@ -147,6 +151,7 @@ class TxnProducerWorker(threading.Thread):
                 self.history.record("txn_abort_ok", producer=self.producer_id, txn=name)
                 return True
             except Exception as exc:
+                self.last_error = exc
                 error = _error(exc)
                 if error is None or not error.retriable():
                     return False
@@ -169,7 +174,14 @@ def _fatal(exc: BaseException) -> bool:
 
 
 class CommittedConsumer(ConsumerWorker):
-    """A :class:`~.workload.ConsumerWorker` that reads committed records only."""
+    """A :class:`~.workload.ConsumerWorker` that reads committed records only (or, to show
+    that the checker sees aborted records when a reader is not isolated from them,
+    ``isolation="read_uncommitted"``)."""
+
+    def __init__(self, consumer_id: int, settings: ClientSettings, history: History, *,
+                 isolation: str = "read_committed") -> None:
+        super().__init__(consumer_id, settings, history)
+        self.isolation = isolation
 
     def _session(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -178,7 +190,7 @@ class CommittedConsumer(ConsumerWorker):
         consumer = Consumer({
             "bootstrap.servers": s.bootstrap, "group.id": f"faults-txn-reader-{self.consumer_id}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
+            "isolation.level": self.isolation,
             "topic.metadata.refresh.interval.ms": 2000, "reconnect.backoff.max.ms": 1000,
             "fetch.wait.max.ms": 200, "enable.partition.eof": False,
             "logger": s.client_logger(),

@@ -6,18 +6,20 @@ is the transaction coordinator's); the coordinator, its log and its replay are r
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 
 import pytest
 
 from moldau.broker.group.errors import GroupError
 from moldau.broker.group.offsets import OffsetToCommit
+from moldau.broker.group.offsets_log import MemoryOffsetsLog
 from moldau.broker.group.partitioning import OFFSETS_TOPIC
 from moldau.broker.group.txn_offsets import TxnCommit, verification_error
 from moldau.protocol.errors import ErrorCode as E
 from moldau.protocol.records.codec import decode_batch
 
-from .helpers import World, reloaded, run
+from .helpers import World, reloaded, run, settle
 from .test_classic_protocol import stable_group
 
 PID, EPOCH = 4000, 2
@@ -226,4 +228,39 @@ def test_an_end_marker_for_a_partition_not_led_here_is_refused() -> None:
         with pytest.raises(GroupError) as raised:
             await end(world, "g", True)
         assert raised.value.code == E.not_coordinator
+    run(scenario())
+
+
+class FirstAppendWaits(MemoryOffsetsLog):
+    """The first append lands in the log, then waits for ``release`` (its high-watermark
+    wait); later appends return at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.appends = 0
+
+    async def append(self, partition: int, batch: bytes, *,
+                     verification_guard: object | None = None) -> int:
+        base = await super().append(partition, batch, verification_guard=verification_guard)
+        self.appends += 1
+        if self.appends == 1:
+            await self.release.wait()
+        return base
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_marker_replayed_before_its_offsets_still_decides_them(committed: bool) -> None:
+    async def scenario() -> None:
+        world = await World(log=FirstAppendWaits()).start()
+        pending = asyncio.ensure_future(commit(world, txn(offsets={("t", 0): 10})))
+        await settle()
+        assert world.log.appends == 1
+        await end(world, "g", committed)  # written after the offsets, replayed first
+        world.log.release.set()
+        assert await pending == [0]
+        assert not world.shard("g").offsets.has_pending("g", "t", 0)
+        expected = (10, 0) if committed else (-1, 0)
+        assert fetched(world, stable=True)[("t", 0)] == expected
+        assert fetched(await reloaded(world), stable=True)[("t", 0)] == expected
     run(scenario())

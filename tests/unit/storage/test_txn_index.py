@@ -151,3 +151,15 @@ def test_verification_guard(tmp_path):
     # Appends without a guard (verification off, replication) are not checked.
     append(log, txn(0, pid=2))
     assert log.has_ongoing_txn(2)
+
+
+def test_verification_guard_ends_with_a_new_epoch(tmp_path):
+    log = open_log(str(tmp_path / "t-0"))
+    append(log, make_batch(1, producer_id=1, producer_epoch=0, base_sequence=0))
+    guard = log.begin_verification(1)
+    # The producer bumped its epoch (InitProducerId after an error) and wrote meanwhile.
+    append(log, make_batch(1, producer_id=1, producer_epoch=1, base_sequence=0))
+    assert log.verification_guard(1) is None
+    with pytest.raises(ProducerStateError) as exc:
+        append(log, txn(1, pid=1, epoch=1), verification_guard=guard)
+    assert exc.value.code == ErrorCode.invalid_txn_state

@@ -192,10 +192,11 @@ class GatedLog(MemoryCoordinatorLog):
         self.gate = asyncio.Event()
         self.waiting = 0
 
-    async def append(self, partition: int, batch: bytes) -> int:
+    async def append(self, partition: int, batch: bytes, *,
+                     verification_guard: object | None = None) -> int:
         self.waiting += 1
         await self.gate.wait()
-        return await super().append(partition, batch)
+        return await super().append(partition, batch, verification_guard=verification_guard)
 
 
 def test_unload_during_a_write_answers_not_coordinator() -> None:
@@ -310,6 +311,17 @@ def test_the_partition_layer_keeps_epoch_checks_and_skips_sequence_checks(
             await runtime.load(0)
             loaded = runtime.shard(0)
             assert loaded.data == {b"a": b"1", b"b": b"2"} and loaded.ended == [(5, True, 2)]
+            # KIP-890: a verification guard taken before a marker ended the transaction
+            # cannot open a new one; a fresh guard can.
+            stale = runtime.begin_verification(loaded, 6)
+            assert stale is not None
+            await runtime.write_end_marker(loaded, 6, 0, 4, False)
+            with pytest.raises(CoordinatorError) as raised:
+                await runtime.write(loaded, [(b"d", b"4")], txn=(6, 0), verification_guard=stale)
+            assert raised.value.code == E.invalid_txn_state
+            fresh = runtime.begin_verification(loaded, 6)
+            assert await runtime.write(loaded, [(b"d", b"4")], txn=(6, 0),
+                                       verification_guard=fresh) == 4
             await runtime.close()
         finally:
             await node.close()

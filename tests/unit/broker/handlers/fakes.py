@@ -68,6 +68,8 @@ class FakeNode:
     log_manager: LogManager
     cluster_id: str = "fake-cluster-id"
     closed: list[str] = field(default_factory=list)
+    #: The transaction verifier (None: no transaction coordinator; tests may set a fake).
+    txn_verifier: Any = None
 
     @property
     def node_id(self) -> int:

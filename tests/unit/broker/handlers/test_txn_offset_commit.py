@@ -62,7 +62,7 @@ def test_txn_offsets_are_pending_until_the_marker_and_stable_fetches_wait(
         tmp_path: Path) -> None:
     async def main() -> None:
         node = await coordinating(tmp_path)
-        node.txn_verifier = FakeVerifier()  # type: ignore[attr-defined]
+        node.txn_verifier = FakeVerifier()
         committed = await call(node, ApiKey.TXN_OFFSET_COMMIT, 3, txn_body(3, {0: 5, 9: 1}))
         assert codes(committed) == {0: E.none, 9: E.unknown_topic_or_partition}
         assert await fetch(node, 7, False) == {0: (-1, 0), 1: (-1, 0)}
@@ -88,10 +88,10 @@ def test_txn_offset_commit_refusals(tmp_path: Path) -> None:
         # No verifier on this node: nothing is written unverified.
         refused = await call(node, ApiKey.TXN_OFFSET_COMMIT, 3, txn_body(3, {0: 5}))
         assert codes(refused) == {0: E.coordinator_not_available}
-        node.txn_verifier = FakeVerifier(E.invalid_txn_state)  # type: ignore[attr-defined]
+        node.txn_verifier = FakeVerifier(E.invalid_txn_state)
         refused = await call(node, ApiKey.TXN_OFFSET_COMMIT, 4, txn_body(4, {0: 5}))
         assert codes(refused) == {0: E.invalid_txn_state}
-        node.txn_verifier = FakeVerifier()  # type: ignore[attr-defined]
+        node.txn_verifier = FakeVerifier()
         empty = await call(node, ApiKey.TXN_OFFSET_COMMIT, 3, txn_body(3, {0: 5}, group=""))
         assert codes(empty) == {0: E.invalid_group_id}
         assert await fetch(node, 7, True) == {0: (-1, 0), 1: (-1, 0)}
@@ -103,7 +103,7 @@ def test_txn_offset_commit_refusals(tmp_path: Path) -> None:
 def test_a_group_led_elsewhere_gets_not_coordinator(tmp_path: Path) -> None:
     async def main() -> None:
         node = await coordinating(tmp_path, {partition_for(GROUP, 5): 2})
-        node.txn_verifier = FakeVerifier()  # type: ignore[attr-defined]
+        node.txn_verifier = FakeVerifier()
         answer = await call(node, ApiKey.TXN_OFFSET_COMMIT, 2, txn_body(2, {0: 5}))
         assert codes(answer) == {0: E.not_coordinator}
         assert OFFSETS_TOPIC in node.image.topics_by_name

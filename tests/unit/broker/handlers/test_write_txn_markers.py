@@ -138,3 +138,51 @@ def test_marker_writer_many_producers_and_min_isr(tmp_path: Path) -> None:
         await node.close()
 
     asyncio.run(main())
+
+
+def test_aborted_list_covers_only_the_batches_returned(tmp_path: Path) -> None:
+    async def main() -> None:
+        node = await node_with_topics(tmp_path)
+        append(node, 1, [b"plain"])  # 0
+        append(node, 1, [b"x"], pid=5, epoch=0, seq=0, txn=True)  # 1
+        results = await node.marker_writer.write([TxnMarker(5, 0, False, 0, (("t", 1),))])
+        assert results == {(5, ("t", 1)): E.none}
+        partition = node.replica_manager.get("t", 1)
+        # One batch fits: the aborted transaction starts after it.
+        read = partition.read(0, 1, committed=True, min_one=True)
+        assert len(list(iter_decoded(bytes(read.records)))) == 1 and read.aborted == []
+        read = partition.read(0, 1 << 20, committed=True, min_one=True)
+        assert read.aborted == [(5, 1)]
+        assert partition.read(0, 1 << 20, committed=False, min_one=True).aborted is None
+        await node.close()
+
+    asyncio.run(main())
+
+
+def test_marker_above_the_high_watermark_holds_the_lso(tmp_path: Path) -> None:
+    """With a follower in the ISR the marker commits only when the follower has it: until
+    then the transaction still bounds the LSO (a failover could lose the marker) and the
+    ISR wait of append_markers runs out (REQUEST_TIMED_OUT, the channel retries)."""
+    async def main() -> None:
+        node = await fake_node(tmp_path, brokers={1: ["PLAINTEXT"], 2: ["PLAINTEXT"]})
+        [created] = await node.controller.create_topics([TopicSpec("r", assignments={0: [1, 2]})])
+        assert created.error == E.none
+        partition = node.replica_manager.get("r", 0)
+        assert partition is not None and partition.isr == [1, 2]
+        batch = build_batch([(None, b"x", [], node.time_ms())], producer_id=3,
+                            producer_epoch=0, base_sequence=0, transactional=True)
+        outcome = node.replica_manager.append_records("r", 0, batch, acks=1,
+                                                      transactional_id="tx")
+        assert outcome.error == E.none
+        partition.record_follower_fetch(2, 1, 0)  # the follower has the data: HW 1
+        assert (partition.high_watermark, partition.last_stable_offset) == (1, 0)
+        results = await node.marker_writer.replicas.append_markers(
+            [TxnMarker(3, 0, True, 0, (("r", 0),))], timeout_ms=50)
+        assert results == {(3, ("r", 0)): E.request_timed_out}
+        assert partition.log_end_offset == 2
+        assert (partition.high_watermark, partition.last_stable_offset) == (1, 0)
+        partition.record_follower_fetch(2, 2, 0)  # now it has the marker too
+        assert (partition.high_watermark, partition.last_stable_offset) == (2, 2)
+        await node.close()
+
+    asyncio.run(main())

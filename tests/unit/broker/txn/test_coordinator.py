@@ -238,4 +238,8 @@ def test_not_coordinator_and_bad_timeout() -> None:
         assert await code(w.coord.init_producer_id("app", 10**9, None)) \
             == E.invalid_transaction_timeout
         assert await code(w.coord.init_producer_id("", 1000, None)) == E.invalid_request
+        # longer than a classic string (possible in flexible requests): refused at the door
+        assert await code(w.coord.init_producer_id("x" * 40_000, 1000, None)) \
+            == E.invalid_request
+        assert describe(w.coord, "x" * 40_000)["error_code"] == E.invalid_request
     run(scenario())
