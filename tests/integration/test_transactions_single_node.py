@@ -21,6 +21,7 @@ from broker_wire import Wire
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
+import moldau.client.kio_fixes  # noqa: F401 - decodes DescribeTransactions' start time -1
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 from moldau.testing.runner import BrokerProcess
@@ -196,10 +197,11 @@ def test_wire_answers_versions_and_admin(broker: BrokerProcess) -> None:
         first = _init(wire, 4, txn_id)
         assert first["error_code"] == 0, first
         pid, epoch = first["producer_id"], first["producer_epoch"]
-        # no transaction open yet: readable by kio (start time 0, not Kafka's -1)
+        # no transaction open yet: start time -1, as Kafka sends it
         [empty] = wire.call(ApiKey.DESCRIBE_TRANSACTIONS, 0,
                             {"transactional_ids": [txn_id]})["transaction_states"]
-        assert (empty["error_code"], empty["transaction_state"]) == (0, "Empty"), empty
+        assert (empty["error_code"], empty["transaction_state"],
+                empty["transaction_start_time"]) == (0, "Empty", -1), empty
         body = {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
                 "v3_and_below_producer_epoch": epoch,
                 "v3_and_below_topics": [{"name": topic, "partitions": [0]},

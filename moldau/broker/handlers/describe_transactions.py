@@ -8,9 +8,9 @@ know (or that expired), INVALID_REQUEST for an empty id, NOT_COORDINATOR /
 COORDINATOR_LOAD_IN_PROGRESS for an id coordinated elsewhere or still loading (the admin
 client looks the coordinator up with FindCoordinator key type 1 first).
 
-Differs from Kafka: an id with no open transaction has start time 0, not Kafka's -1, which
-kio's native reader (and so Moldau's own client and CLI) cannot decode as a timestamp; error
-entries carry zeros as Kafka's do.
+An id with no open transaction has start time -1, as in Kafka (kio's datetime type cannot
+read it; the moldau client decodes with ``moldau.client.kio_fixes``); error entries carry
+Kafka's defaults (zeros).
 
 Left out: transactional-id ACLs (Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """

@@ -25,8 +25,7 @@ from .state import TxnState
 
 def describe(coordinator: TransactionCoordinator, transactional_id: str) -> dict[str, Any]:
     """One entry of a DescribeTransactions response."""
-    # An error entry carries Kafka's defaults (zeros; a negative start time would also be
-    # unreadable for kio's native reader, which refuses negative timestamps).
+    # An error entry carries Kafka's defaults (zero start time and timeout).
     entry: dict[str, Any] = {"error_code": ErrorCode.none, "transactional_id": transactional_id,
                              "transaction_state": "", "transaction_timeout_ms": 0,
                              "transaction_start_time_ms": 0, "producer_id": -1,
@@ -45,9 +44,9 @@ def describe(coordinator: TransactionCoordinator, transactional_id: str) -> dict
         return entry
     entry.update(
         transaction_state=meta.state.display, transaction_timeout_ms=meta.timeout_ms,
-        # Kafka sends -1 when no transaction is open; kio's native reader (Moldau's client and
-        # CLI, the fuzz checker) refuses negative timestamps, so "none" goes out as 0.
-        transaction_start_time_ms=max(meta.start_ms, 0), producer_id=meta.producer_id,
+        # -1 when no transaction is open, as Kafka (kio's datetime type cannot read it: the
+        # moldau client decodes with moldau.client.kio_fixes)
+        transaction_start_time_ms=meta.start_ms, producer_id=meta.producer_id,
         producer_epoch=meta.producer_epoch,
         topics=[{"topic": topic, "partitions": partitions}
                 for topic, partitions in meta.topics().items()])

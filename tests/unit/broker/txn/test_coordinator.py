@@ -219,7 +219,8 @@ def test_expiry_and_admin() -> None:
         entry = describe(w.coord, "busy")
         assert entry["topics"] == [{"topic": "out", "partitions": [0, 1]}]
         assert describe(w.coord, "nobody")["error_code"] == E.transactional_id_not_found
-        assert describe(w.coord, "idle")["transaction_start_time_ms"] == 0   # none: 0, not -1
+        assert describe(w.coord, "idle")["transaction_start_time_ms"] == -1   # none, as Kafka
+        assert describe(w.coord, "nobody")["transaction_start_time_ms"] == 0  # Kafka's default
         assert describe(w.coord, "")["error_code"] == E.invalid_request
         w.timer.advance(10_000)
         assert await expire_ids(w.coord) == 1                 # the open one stays
