@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .brokers import BenchBroker, create_topic, pin_self, start_broker
+from .proc import cpu_seconds
 
 RESULTS = Path(__file__).resolve().parent / "results"
 BROKER_CPU = 1
@@ -161,14 +162,23 @@ def produce_passes(broker: BenchBroker, plan: Plan) -> dict[str, Any]:
             for kind in kinds:
                 topic = f"produce-{client}-{kind}-{n}"
                 create_topic(broker.bootstrap, topic, plan.partitions)
-                halves[kind] = _produce(client, broker.bootstrap, topic, plan,
-                                        kind == "transactional")
+                cpu0 = cpu_seconds(broker.pid)
+                half = _produce(client, broker.bootstrap, topic, plan, kind == "transactional")
+                # the broker's CPU per GB: a figure the machine's load moves less than rec/s
+                spent = cpu_seconds(broker.pid) - cpu0
+                half["broker_cpu_s_per_gb"] = round(
+                    spent / (half["records"] * plan.record_size / 1e9), 2)
+                halves[kind] = half
             idem, txn = halves["idempotent"], halves["transactional"]
             halves["ratio"] = round(txn["records_per_s"] / idem["records_per_s"], 4)
             passes.append(halves)
         ratios = [p["ratio"] for p in passes]
         out[client] = {"passes": passes, "ratio_median": round(statistics.median(ratios), 4),
-                       "overhead_pct_median": round((1 - statistics.median(ratios)) * 100, 1)}
+                       "overhead_pct_median": round((1 - statistics.median(ratios)) * 100, 1),
+                       "broker_cpu_s_per_gb_median": {
+                           kind: statistics.median(p[kind]["broker_cpu_s_per_gb"]
+                                                   for p in passes)
+                           for kind in ("idempotent", "transactional")}}
     return out
 
 
@@ -287,9 +297,11 @@ def _print(result: dict[str, Any]) -> None:
           f"{plan['partitions']} partitions, {plan['txn_ms']:.0f} ms transactions")
     for client, data in result["produce"].items():
         for n, p in enumerate(data["passes"]):
-            print(f"  {client:9} pass {n}: idempotent {p['idempotent']['records_per_s']:>8} "
-                  f"rec/s, transactional {p['transactional']['records_per_s']:>8} rec/s "
-                  f"({p['transactional']['transactions']} txns), ratio {p['ratio']}")
+            idem, txn = p["idempotent"], p["transactional"]
+            print(f"  {client:9} pass {n}: idempotent {idem['records_per_s']:>8} rec/s "
+                  f"({idem['broker_cpu_s_per_gb']} broker CPU-s/GB), transactional "
+                  f"{txn['records_per_s']:>8} rec/s ({txn['transactions']} txns, "
+                  f"{txn['broker_cpu_s_per_gb']} CPU-s/GB), ratio {p['ratio']}")
         print(f"  {client:9} median ratio {data['ratio_median']} "
               f"(overhead {data['overhead_pct_median']}%)")
     consume = result["consume"]

@@ -24,6 +24,7 @@ def test_transactions_benchmark_runs_every_part_and_writes_its_report(tmp_path: 
         assert only["idempotent"]["transactions"] == 0
         assert only["transactional"]["transactions"] >= 1
         assert result["summary"][f"{client}_txn_vs_idempotent"] == only["ratio"] > 0
+        assert only["idempotent"]["broker_cpu_s_per_gb"] > 0
     consume = result["consume"]
     # 40 transactions of 50 records, every 10th aborted
     assert consume["written"] == {"committed": 1800, "aborted": 200}

@@ -32,7 +32,13 @@ from moldau.spark.tag_pipeline import TagPipeline, run
 from moldau.testing.runner import BrokerProcess
 from moldau.testing.tail import complete_text
 
-from .pipeline_helpers import check_tags, pipeline_command, produce_events, write_reference_csv
+from .pipeline_helpers import (
+    check_tags,
+    pipeline_command,
+    produce_events,
+    start_standalone,
+    write_reference_csv,
+)
 
 EVENTS = 240
 PER_BATCH = 20
@@ -247,3 +253,65 @@ def test_at_least_once_repeats_records_across_the_same_kill(spark: Any, broker: 
     assert len(tags) == EVENTS + duplicates
     print(f"at-least-once: killed with {seen} written, {committed} committed; "
           f"{duplicates} duplicates")
+
+
+def _executors(worker_pid: int) -> list[int]:
+    """Executor JVMs the standalone worker launched."""
+    found = []
+    for pid in _descendants(worker_pid):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"CoarseGrainedExecutorBackend" in command:
+            found.append(pid)
+    return found
+
+
+def test_exactly_once_across_an_executor_kill_on_a_standalone_cluster(
+        broker: BrokerProcess, tmp_path: Path) -> None:
+    """The executor JVM (and its Python workers) killed while a task's transaction is open:
+    Spark retries the task on a new executor, whose producer fences the dead one's."""
+    source, target = f"events-{uuid.uuid4().hex[:8]}", f"tags-{uuid.uuid4().hex[:8]}"
+    admin = SyncAdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(source, 2, 1), NewTopic(target, 2, 1)])
+    produce_events(broker.bootstrap, source, 0, EVENTS)
+    csv = write_reference_csv(tmp_path / "branch.csv")
+    cluster = start_standalone(tmp_path / "standalone")
+    logs = tmp_path / "pipeline.log"
+    tps = [(target, 0), (target, 1)]
+    killed = 0
+    try:
+        command = pipeline_command(
+            broker.bootstrap, source, broker.bootstrap, target, tmp_path / "ck",
+            "--reference", str(csv), "--master", cluster.url,
+            "--spark-conf", "spark.executor.memory=1g",
+            "--max-offsets-per-trigger", str(PER_BATCH),
+            "--target-option", "kafka.transaction.timeout.ms=20000")
+        with open(logs, "wb") as out:
+            proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 400
+            while proc.poll() is None and time.monotonic() < deadline:
+                if not killed and _open_transaction(admin, tps):
+                    victims = [p for e in _executors(cluster.worker.pid)
+                               for p in (e, *_descendants(e))]
+                    for pid in victims:
+                        try:
+                            os.kill(pid, signal.SIGKILL)
+                        except ProcessLookupError:
+                            pass
+                    killed = len(victims)
+                time.sleep(0.02)
+            assert proc.wait(60) == 0, complete_text(logs)[-5000:]
+        finally:
+            if proc.poll() is None:
+                _kill_all(proc)
+    finally:
+        cluster.stop()
+        admin.close()
+    assert killed, "no transaction was seen open while the pipeline ran"
+    tags = _read_committed(broker.bootstrap, target, EVENTS)
+    positions = Counter((t["source"]["partition"], t["source"]["offset"]) for t in tags)
+    assert not {p: n for p, n in positions.items() if n > 1}, "a source record tagged twice"
+    check_tags(tags, source, EVENTS)
