@@ -49,6 +49,7 @@ class Worker:
                  n: int) -> None:
         self.n = n
         self.lines: queue.Queue[str] = queue.Queue()
+        self.history: list[str] = []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.faults.txn.worker", client, bootstrap, source, out,
              group, str(n)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -59,6 +60,7 @@ class Worker:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.put(line.strip())
+            self.history.append(line.strip())
         self.lines.put("<exit>")
 
     def wait_for(self, prefix: str, timeout: float) -> bool:
@@ -78,6 +80,13 @@ class Worker:
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+
+    def describe(self) -> str:
+        """The worker's last lines and error output, for a failure message."""
+        err = ""
+        if self.proc.poll() is not None and self.proc.stderr is not None:
+            err = self.proc.stderr.read()[-1500:]
+        return f"worker {self.n}: {self.history[-6:]} {err}"
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -174,6 +183,7 @@ def test_each_input_exactly_once_across_kill9(broker: BrokerProcess, client: str
         stop.set()
         for w in workers.values():
             w.stop()
+        states = "\n".join(w.describe() for w in workers.values())
     want = collections.Counter(b"out-" + v for v in sent)
     have = collections.Counter(got)
     missing = sum((want - have).values())
@@ -183,4 +193,4 @@ def test_each_input_exactly_once_across_kill9(broker: BrokerProcess, client: str
     assert (missing, duplicates) == (0, 0), (
         f"{len(sent)} inputs, {len(got)} outputs: {missing} missing, {duplicates} duplicates "
         f"or unexpected; e.g. missing {list(want - have)[:5]}, "
-        f"extra {list(have - want)[:5]}")
+        f"extra {list(have - want)[:5]}\n{states}")

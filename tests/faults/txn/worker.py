@@ -112,6 +112,11 @@ def run_moldau(bootstrap: str, source: str, out: str, group: str, n: int) -> Non
             producer.send_offsets_to_transaction(positions, consumer.group_metadata())
             producer.commit_transaction()
             say(f"txn-commit {len(records)}")
+            polled: dict[int, list[int]] = {}
+            for r in records:
+                polled.setdefault(r.partition, []).append(r.offset)
+            say(f"txn-detail polled={sorted(polled.items())} "
+                f"committed={sorted((tp.partition, o) for tp, o in positions.items())}")
         except ProducerFenced:
             raise
         except (TransactionAbortableError, BrokerError) as exc:

@@ -168,3 +168,24 @@ def test_highwater_is_the_lso_for_read_committed(level: str, end: int) -> None:
     state = c.subscription.state(tp)
     state.high_watermark, state.last_stable_offset = 10, 7
     assert c.highwater(tp) == end
+
+
+def test_a_reassigned_partition_never_reuses_a_fetch_generation() -> None:
+    """A fetch answer in flight for a partition's old state (eager rebalance: revoked, then
+    assigned again and positioned at the committed offset) must not be taken for the new
+    state: its records at the old fetch offset skipped everything from the committed offset
+    on (seen as lost records in the consume-transform-produce kill test)."""
+    from moldau.client.subscription import SubscriptionState
+    from moldau.client.types import TopicPartition
+
+    tp = TopicPartition("in", 2)
+    subs = SubscriptionState("earliest")
+    subs.assign([tp])
+    old = subs.state(tp)
+    old.seek(23)
+    in_flight = old.generation  # a fetch at offset 35 was sent with this generation
+    subs.assign([])
+    subs.assign([tp])
+    new = subs.state(tp)
+    new.seek(23)
+    assert new.generation != in_flight
