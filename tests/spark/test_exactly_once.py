@@ -40,7 +40,7 @@ from .pipeline_helpers import (
     write_reference_csv,
 )
 
-EVENTS = 240
+EVENTS = 120
 PER_BATCH = 20
 
 
