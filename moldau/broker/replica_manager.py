@@ -264,9 +264,12 @@ class ReplicaManager:
         return (state.leader, state.leader_epoch)
 
     def log_config(self, topic: str) -> LogConfig:
-        return LogConfig.from_dict(
-            effective_topic_config(self.image, self.config, topic)
-        )
+        # producer.id.expiration.ms is a broker key (no topic synonym) that the logs' producer
+        # state needs: without it every log kept Kafka's default of one day.
+        return LogConfig.from_dict({
+            **effective_topic_config(self.image, self.config, topic),
+            "producer.id.expiration.ms": self.config["producer.id.expiration.ms"],
+        })
 
     def led_partitions(self) -> list[Partition]:
         """The partitions this broker leads now that have other replicas (the ISR manager

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
+from . import kio_fixes  # noqa: F401 - DescribeTransactions start time of -1
 from .admin_types import AdminError
 from .errors import BrokerError
 from .leaders import for_each_leader
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .cluster import Cluster
 
 COORDINATOR_TXN = 1
+
 
 
 @dataclass(frozen=True, slots=True)

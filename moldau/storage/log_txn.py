@@ -26,6 +26,7 @@ class LogTransactions:
     topic: str
     partition: int
     producer_state: ProducerStateManager
+    log_start_offset: int
     offline: bool
     _lock: threading.RLock
     _segments: list[Segment]
@@ -76,9 +77,12 @@ class LogTransactions:
 
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest transaction that is open or whose marker is not yet
-        below the high watermark (LSO = min(HW, this)). Read on every fetch without the
-        log's lock, as before transactions: only the event loop's appends change it."""
-        return self.producer_state.first_unstable_offset()
+        below the high watermark (LSO = min(HW, this)), never below the log start offset
+        (retention or DeleteRecords may have removed the start of an open transaction; Kafka
+        clamps the same way). Read on every fetch without the log's lock, as before
+        transactions: only the event loop's appends change it."""
+        first = self.producer_state.first_unstable_offset()
+        return first if first is None or first >= self.log_start_offset else self.log_start_offset
 
     def begin_verification(self, producer_id: int) -> VerificationGuard:
         """Start KIP-890 verification of ``producer_id``'s first transactional write here;

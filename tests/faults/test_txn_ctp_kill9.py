@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKERS = 3
 KILLS = 5
 PARTITIONS = 6
+KILL_PHASE_S = 90
 SETTINGS = {
     "num.partitions": 1,
     "group.initial.rebalance.delay.ms": 0,
@@ -107,6 +108,16 @@ def _feed(bootstrap: str, source: str, stop: threading.Event, sent: list[bytes])
             time.sleep(0.1)
 
 
+def _lso_below_hw(bootstrap: str, out: str) -> int:
+    """1 when some output partition's last stable offset is below its high watermark: the
+    killed worker's transaction is still open (not yet aborted by its successor)."""
+    specs = {TopicPartition(out, p): -1 for p in range(PARTITIONS)}
+    with SyncAdminClient({"bootstrap.servers": bootstrap}) as admin:
+        hw = admin.list_offsets(specs)
+        lso = admin.list_offsets(specs, isolation_level="read_committed")
+    return int(any(lso[tp].offset < hw[tp].offset for tp in specs))
+
+
 def _read_committed(bootstrap: str, out: str, want: int, timeout: float) -> list[bytes]:
     got: list[bytes] = []
     with SyncConsumer({"bootstrap.servers": bootstrap, "isolation.level": "read_committed",
@@ -137,18 +148,23 @@ def test_each_input_exactly_once_across_kill9(broker: BrokerProcess, client: str
     sent: list[bytes] = []
     feeder = threading.Thread(target=_feed, args=(bootstrap, source, stop, sent), daemon=True)
     rng = random.Random(14)
-    kills = 0
+    kills = held = 0
     try:
         for w in workers.values():
             assert w.wait_for("ready", 60), f"worker {w.n} did not start"
         feeder.start()
+        deadline = time.monotonic() + KILL_PHASE_S
         while kills < KILLS:
+            assert time.monotonic() < deadline, (
+                f"only {kills} of {KILLS} kills within {KILL_PHASE_S} s: no worker opened a "
+                f"transaction; {len(sent)} inputs sent")
             n = rng.randrange(WORKERS)
             victim = workers[n]
-            if not victim.wait_for("txn-open", 20):
+            if not victim.wait_for("txn-open", 10):
                 continue  # this one has no partitions at the moment: pick another
             victim.kill()
             kills += 1
+            held += _lso_below_hw(bootstrap, out)
             workers[n] = Worker(client, bootstrap, source, out, group, n)
             assert workers[n].wait_for("ready", 60), f"worker {n} did not restart"
         stop.set()
@@ -163,6 +179,7 @@ def test_each_input_exactly_once_across_kill9(broker: BrokerProcess, client: str
     missing = sum((want - have).values())
     duplicates = sum((have - want).values())
     assert kills == KILLS
+    assert held >= 1, "no kill landed inside an open transaction (output LSO = HW each time)"
     assert (missing, duplicates) == (0, 0), (
         f"{len(sent)} inputs, {len(got)} outputs: {missing} missing, {duplicates} duplicates "
         f"or unexpected; e.g. missing {list(want - have)[:5]}, "

@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import confluent_kafka
 import pytest
@@ -195,6 +196,10 @@ def test_wire_answers_versions_and_admin(broker: BrokerProcess) -> None:
         first = _init(wire, 4, txn_id)
         assert first["error_code"] == 0, first
         pid, epoch = first["producer_id"], first["producer_epoch"]
+        # no transaction open yet: readable by kio (start time 0, not Kafka's -1)
+        [empty] = wire.call(ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                            {"transactional_ids": [txn_id]})["transaction_states"]
+        assert (empty["error_code"], empty["transaction_state"]) == (0, "Empty"), empty
         body = {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": pid,
                 "v3_and_below_producer_epoch": epoch,
                 "v3_and_below_topics": [{"name": topic, "partitions": [0]},
@@ -292,3 +297,86 @@ def test_send_offsets_to_transaction_commits_with_the_transaction(broker: Broker
             p.abort_transaction(30)
         assert _stable_offset(broker, group, source) == 5
     consumer.close()
+
+
+def test_coordinator_state_survives_kill9(tmp_path: Path) -> None:
+    """After kill -9 the coordinator loads __transaction_state again: a committed id keeps
+    its producer id (the next init bumps its epoch), and a transaction left open is found
+    Ongoing, times out and is aborted, so read_committed readers move on."""
+    node = BrokerProcess(data_dir=tmp_path, settings={
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300})
+    node.start()
+    try:
+        topic = new_topic(node, 1)
+        done_id, open_id = f"done-{uuid.uuid4().hex[:6]}", f"open-{uuid.uuid4().hex[:6]}"
+        done = producer(node, done_id)
+        done.init_transactions(30)
+        done.begin_transaction()
+        done.produce(topic, value=b"committed", partition=0)
+        done.commit_transaction(30)
+        stale = producer(node, open_id, **{"transaction.timeout.ms": 3000})
+        stale.init_transactions(30)
+        stale.begin_transaction()
+        stale.produce(topic, value=b"open", partition=0)
+        stale.flush(30)
+        before = _describe(node, done_id)
+        node.kill()
+        node.start()
+        after = _describe(node, done_id)
+        assert (after["transaction_state"], after["producer_id"], after["producer_epoch"]) \
+            == ("CompleteCommit", before["producer_id"], before["producer_epoch"])
+        again = producer(node, done_id)
+        again.init_transactions(30)
+        bumped = _describe(node, done_id)
+        assert (bumped["producer_id"], bumped["producer_epoch"]) \
+            == (before["producer_id"], before["producer_epoch"] + 1)
+        again.begin_transaction()
+        again.produce(topic, value=b"after-restart", partition=0)
+        again.commit_transaction(30)
+        seen = consume_all(node, topic, "read_committed", 2, partitions=1)
+        assert sorted(seen) == [b"after-restart", b"committed"]
+        deadline = time.monotonic() + WAIT_S
+        while (state := _txn_state(node, open_id)) != "CompleteAbort" \
+                and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state == "CompleteAbort"
+    finally:
+        node.stop()
+        node.close()
+
+
+def _describe(broker: BrokerProcess, txn_id: str) -> dict:
+    with Wire(broker.port()) as wire:
+        [state] = wire.call(ApiKey.DESCRIBE_TRANSACTIONS, 0,
+                            {"transactional_ids": [txn_id]})["transaction_states"]
+    assert state["error_code"] == 0, state
+    return state
+
+
+def test_idle_producer_ids_expire_every_check_interval(tmp_path: Path) -> None:
+    """``producer.id.expiration.check.interval.ms`` drives the expiry of idle producer ids
+    (DescribeProducers no longer lists them once ``producer.id.expiration.ms`` passed)."""
+    node = BrokerProcess(data_dir=tmp_path, settings={
+        "producer.id.expiration.ms": 1000, "producer.id.expiration.check.interval.ms": 200})
+    node.start()
+    try:
+        topic = new_topic(node, 1)
+        p = confluent_kafka.Producer({"bootstrap.servers": node.bootstrap, "logger": RDKAFKA,
+                                      "enable.idempotence": True})
+        p.produce(topic, value=b"x", partition=0)
+        assert p.flush(30) == 0
+
+        def producers() -> list[dict]:
+            with Wire(node.port()) as wire:
+                answer = wire.call(ApiKey.DESCRIBE_PRODUCERS, 0, {
+                    "topics": [{"name": topic, "partition_indexes": [0]}]})
+            return answer["topics"][0]["partitions"][0]["active_producers"]
+
+        assert len(producers()) == 1
+        deadline = time.monotonic() + WAIT_S
+        while producers() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert producers() == []
+    finally:
+        node.stop()
+        node.close()

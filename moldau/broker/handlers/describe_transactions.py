@@ -8,6 +8,10 @@ know (or that expired), INVALID_REQUEST for an empty id, NOT_COORDINATOR /
 COORDINATOR_LOAD_IN_PROGRESS for an id coordinated elsewhere or still loading (the admin
 client looks the coordinator up with FindCoordinator key type 1 first).
 
+Differs from Kafka: an id with no open transaction has start time 0, not Kafka's -1, which
+kio's native reader (and so Moldau's own client and CLI) cannot decode as a timestamp; error
+entries carry zeros as Kafka's do.
+
 Left out: transactional-id ACLs (Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 """
 
@@ -41,5 +45,5 @@ def handle_describe_transactions(ctx: RequestContext, request: Any) -> Any:
 
 def _unavailable(txn_id: str, code: ErrorCode) -> dict[str, Any]:
     return {"error_code": code, "transactional_id": txn_id, "transaction_state": "",
-            "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
+            "transaction_timeout": 0, "transaction_start_time": 0, "producer_id": -1,
             "producer_epoch": -1, "topics": []}

@@ -25,9 +25,11 @@ from .state import TxnState
 
 def describe(coordinator: TransactionCoordinator, transactional_id: str) -> dict[str, Any]:
     """One entry of a DescribeTransactions response."""
+    # An error entry carries Kafka's defaults (zeros; a negative start time would also be
+    # unreadable for kio's native reader, which refuses negative timestamps).
     entry: dict[str, Any] = {"error_code": ErrorCode.none, "transactional_id": transactional_id,
                              "transaction_state": "", "transaction_timeout_ms": 0,
-                             "transaction_start_time_ms": -1, "producer_id": -1,
+                             "transaction_start_time_ms": 0, "producer_id": -1,
                              "producer_epoch": -1, "topics": []}
     if not transactional_id:
         entry["error_code"] = ErrorCode.invalid_request
@@ -43,7 +45,9 @@ def describe(coordinator: TransactionCoordinator, transactional_id: str) -> dict
         return entry
     entry.update(
         transaction_state=meta.state.display, transaction_timeout_ms=meta.timeout_ms,
-        transaction_start_time_ms=meta.start_ms, producer_id=meta.producer_id,
+        # Kafka sends -1 when no transaction is open; kio's native reader (Moldau's client and
+        # CLI, the fuzz checker) refuses negative timestamps, so "none" goes out as 0.
+        transaction_start_time_ms=max(meta.start_ms, 0), producer_id=meta.producer_id,
         producer_epoch=meta.producer_epoch,
         topics=[{"topic": topic, "partitions": partitions}
                 for topic, partitions in meta.topics().items()])

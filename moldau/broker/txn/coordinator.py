@@ -17,7 +17,7 @@ new coordinator finishes what the old one prepared (design §6.4, §7.5).
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from ...protocol.errors import ErrorCode, KafkaError
@@ -32,7 +32,7 @@ from .config import TxnConfig
 from .errors import TxnError
 from .records import TXN_STATE_TOPIC, encode_key, encode_value
 from .shard import TxnShard
-from .state import TopicPartition, TxnMetadata
+from .state import TopicPartition, TxnMetadata, TxnState
 from .transitions import (
     Plan,
     needs_new_producer_id,
@@ -242,7 +242,7 @@ class TransactionCoordinator:
             self._send_markers(shard, plan.write)
 
     def _send_markers(self, shard: TxnShard, meta: TxnMetadata) -> None:
-        commit = meta.state.name == "PREPARE_COMMIT"
+        commit = meta.state is TxnState.PREPARE_COMMIT
         pending = PendingMarkers(meta.transactional_id, shard.partition, shard.epoch,
                                  meta.producer_id, meta.producer_epoch, commit,
                                  meta.partitions)
@@ -255,8 +255,3 @@ class TransactionCoordinator:
     async def close(self) -> None:
         await self.runtime.close()
 
-
-def errors_by_partition(tps: Iterable[TopicPartition], code: int
-                        ) -> Mapping[TopicPartition, ErrorCode]:
-    """``code`` for every partition (a request-wide failure in a per-partition answer)."""
-    return dict.fromkeys(tps, ErrorCode(code))

@@ -145,6 +145,12 @@ class TxnVerifier:
                 result = await result
         except KafkaError as exc:
             return dict.fromkeys(tps, exc.code)
+        except Exception:
+            # A bug in the coordinator must not take the producer's connection down with it:
+            # the produce gets a retriable answer, the log the traceback.
+            log.exception("verifying transactional id %r with the local coordinator failed",
+                          txn_id)
+            return dict.fromkeys(tps, ErrorCode.coordinator_not_available)
         return {tp: ErrorCode(int(result.get(tp, ErrorCode.invalid_txn_state)))
                 for tp in tps}
 

@@ -155,3 +155,16 @@ def test_transactional_batches_carry_the_transactional_attribute() -> None:
     header = read_header(batch.encode(0), 0)
     assert header.is_transactional and not header.is_control
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 3, 0)
+
+
+@pytest.mark.parametrize(("level", "end"), [("read_committed", 7), ("read_uncommitted", 10)])
+def test_highwater_is_the_lso_for_read_committed(level: str, end: int) -> None:
+    from moldau.client.consumer import Consumer
+    from moldau.client.types import TopicPartition
+
+    c = Consumer({"bootstrap.servers": "127.0.0.1:1", "isolation.level": level})
+    tp = TopicPartition("t", 0)
+    c.assign([tp])
+    state = c.subscription.state(tp)
+    state.high_watermark, state.last_stable_offset = 10, 7
+    assert c.highwater(tp) == end

@@ -163,3 +163,13 @@ def test_verification_guard_ends_with_a_new_epoch(tmp_path):
     with pytest.raises(ProducerStateError) as exc:
         append(log, txn(1, pid=1, epoch=1), verification_guard=guard)
     assert exc.value.code == ErrorCode.invalid_txn_state
+
+
+def test_first_unstable_offset_never_below_the_log_start(tmp_path):
+    log = open_log(str(tmp_path / "t-0"))
+    append(log, txn(0, pid=1))  # 0-1, left open
+    append(log, make_batch(3))  # 2-4
+    log.update_high_watermark(log.log_end_offset)
+    assert log.first_unstable_offset() == 0
+    log.delete_records_before(3)  # DeleteRecords past the open transaction's start
+    assert log.first_unstable_offset() == 3

@@ -219,6 +219,7 @@ def test_expiry_and_admin() -> None:
         entry = describe(w.coord, "busy")
         assert entry["topics"] == [{"topic": "out", "partitions": [0, 1]}]
         assert describe(w.coord, "nobody")["error_code"] == E.transactional_id_not_found
+        assert describe(w.coord, "idle")["transaction_start_time_ms"] == 0   # none: 0, not -1
         assert describe(w.coord, "")["error_code"] == E.invalid_request
         w.timer.advance(10_000)
         assert await expire_ids(w.coord) == 1                 # the open one stays
@@ -242,4 +243,31 @@ def test_not_coordinator_and_bad_timeout() -> None:
         assert await code(w.coord.init_producer_id("x" * 40_000, 1000, None)) \
             == E.invalid_request
         assert describe(w.coord, "x" * 40_000)["error_code"] == E.invalid_request
+    run(scenario())
+
+
+def test_verify_waits_for_a_change_being_written() -> None:
+    """Kafka's pending state: a verification that arrives while EndTxn's PrepareCommit is
+    being written sees the new state (CONCURRENT_TRANSACTIONS), not the old Ongoing."""
+    async def scenario() -> None:
+        w = World()
+        await w.load()
+        pid, epoch = await w.coord.init_producer_id("app", 60_000, None)
+        await w.coord.add_partitions("app", pid, epoch, [TP])
+        gate = asyncio.Event()
+        append = w.log.append
+
+        async def slow_append(partition: int, batch: bytes, **kw: Any) -> int:
+            await gate.wait()
+            return await append(partition, batch, **kw)
+
+        w.log.append = slow_append  # type: ignore[method-assign]
+        end = asyncio.ensure_future(w.coord.end_txn("app", pid, epoch, True))
+        await asyncio.sleep(0)
+        check = asyncio.ensure_future(w.coord.verify("app", pid, epoch, [TP]))
+        await asyncio.sleep(0.01)
+        assert not check.done()
+        gate.set()
+        await end
+        assert await check == {TP: E.concurrent_transactions}
     run(scenario())

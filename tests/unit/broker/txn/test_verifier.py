@@ -110,7 +110,14 @@ def test_local_coordinator_answers_directly() -> None:
         assert await v.verify("t", 9, 3, []) == {}
         v.coordinator = None
         assert await v.verify("t", 9, 3, [("in", 0)]) == {("in", 0): E.coordinator_not_available}
+        v.coordinator = Broken()
+        assert await v.verify("t", 9, 3, [("in", 0)]) == {("in", 0): E.coordinator_not_available}
     asyncio.run(main())
+
+
+class Broken:
+    async def verify(self, *args: Any) -> dict[Any, ErrorCode]:
+        raise RuntimeError("a bug")
 
 
 def test_no_coordinator_partition_or_leader_is_coordinator_not_available() -> None:
