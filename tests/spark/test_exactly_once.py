@@ -40,7 +40,7 @@ from .pipeline_helpers import (
     write_reference_csv,
 )
 
-EVENTS = 240
+EVENTS = 120
 PER_BATCH = 20
 
 
@@ -83,7 +83,9 @@ def _committed_records(checkpoint: Path) -> int | None:
             last = max(last, int(json.loads(marker.read_text())["batchId"]))
         if last < 0:
             return 0
-        lines = complete_text(checkpoint / "offsets" / str(last)).splitlines()
+        # Spark writes each log file to a temporary name and renames it: a file that exists
+        # is complete (and its last line has no newline, so complete_text would drop it).
+        lines = (checkpoint / "offsets" / str(last)).read_text().splitlines()
         offsets = json.loads(lines[2])
     except (OSError, ValueError, KeyError, IndexError):
         return None
@@ -268,50 +270,85 @@ def _executors(worker_pid: int) -> list[int]:
     return found
 
 
-def test_exactly_once_across_an_executor_kill_on_a_standalone_cluster(
+def _kill_executors(worker_pid: int) -> int:
+    """SIGKILL every executor JVM of the worker and its Python workers; how many processes."""
+    victims = [p for e in _executors(worker_pid) for p in (e, *_descendants(e))]
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(victims)
+
+
+def test_exactly_once_across_executor_and_driver_kills_on_a_standalone_cluster(
         broker: BrokerProcess, tmp_path: Path) -> None:
-    """The executor JVM (and its Python workers) killed while a task's transaction is open:
-    Spark retries the task on a new executor, whose producer fences the dead one's."""
+    """On a standalone master + worker: the executor JVM (and its Python workers) killed while
+    a task's transaction is open — Spark retries the task on a new executor, whose producer
+    fences the dead one's; later the driver killed while a transaction is open, and the
+    pipeline restarted from its checkpoint on the same cluster."""
+    events = 2 * EVENTS  # more micro-batches after the executor's, to catch one mid-way
     source, target = f"events-{uuid.uuid4().hex[:8]}", f"tags-{uuid.uuid4().hex[:8]}"
     admin = SyncAdminClient({"bootstrap.servers": broker.bootstrap})
     admin.create_topics([NewTopic(source, 2, 1), NewTopic(target, 2, 1)])
-    produce_events(broker.bootstrap, source, 0, EVENTS)
+    produce_events(broker.bootstrap, source, 0, events)
     csv = write_reference_csv(tmp_path / "branch.csv")
+    checkpoint = tmp_path / "ck"
     cluster = start_standalone(tmp_path / "standalone")
-    logs = tmp_path / "pipeline.log"
     tps = [(target, 0), (target, 1)]
-    killed = 0
+    # read_committed: records of committed task transactions (aborted attempts not counted)
+    tail = SyncConsumer({"bootstrap.servers": broker.bootstrap,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    tail.assign(tps)
+    seen = executor_killed = driver_killed_at = 0
+    how = ""
     try:
         command = pipeline_command(
-            broker.bootstrap, source, broker.bootstrap, target, tmp_path / "ck",
+            broker.bootstrap, source, broker.bootstrap, target, checkpoint,
             "--reference", str(csv), "--master", cluster.url,
             "--spark-conf", "spark.executor.memory=1g",
             "--max-offsets-per-trigger", str(PER_BATCH),
             "--target-option", "kafka.transaction.timeout.ms=20000")
-        with open(logs, "wb") as out:
+        with open(tmp_path / "run-1.log", "wb") as out:
             proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 400
+            deadline = time.monotonic() + 300
             while proc.poll() is None and time.monotonic() < deadline:
-                if not killed and _open_transaction(admin, tps):
-                    victims = [p for e in _executors(cluster.worker.pid)
-                               for p in (e, *_descendants(e))]
-                    for pid in victims:
-                        try:
-                            os.kill(pid, signal.SIGKILL)
-                        except ProcessLookupError:
-                            pass
-                    killed = len(victims)
-                time.sleep(0.02)
-            assert proc.wait(60) == 0, complete_text(logs)[-5000:]
+                seen += len(tail.poll(0.02))
+                open_txn = _open_transaction(admin, tps)
+                if open_txn and not executor_killed:
+                    executor_killed = _kill_executors(cluster.worker.pid)
+                    continue
+                committed = _committed_records(checkpoint) or 0
+                # the driver in a later micro-batch: while a task's transaction is open, or
+                # after some tasks of the batch committed theirs; at the latest between two
+                # micro-batches once three quarters are done
+                if executor_killed and committed > 0:
+                    how = ("a transaction open" if open_txn else "a batch partly committed"
+                           if seen > committed else "between batches"
+                           if committed >= events * 3 // 4 else "")
+                    if how:
+                        _kill_all(proc)
+                        driver_killed_at = committed
+                        break
         finally:
             if proc.poll() is None:
                 _kill_all(proc)
+        assert executor_killed and driver_killed_at, (
+            "no transaction was seen open (executor killed: "
+            f"{executor_killed}, driver killed: {driver_killed_at}):\n"
+            f"{complete_text(tmp_path / 'run-1.log')[-4000:]}")
+        with open(tmp_path / "run-2.log", "wb") as out:
+            restart = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT,
+                                     timeout=300)
+        assert restart.returncode == 0, complete_text(tmp_path / "run-2.log")[-5000:]
     finally:
         cluster.stop()
         admin.close()
-    assert killed, "no transaction was seen open while the pipeline ran"
-    tags = _read_committed(broker.bootstrap, target, EVENTS)
+        tail.close()
+    tags = _read_committed(broker.bootstrap, target, events)
     positions = Counter((t["source"]["partition"], t["source"]["offset"]) for t in tags)
     assert not {p: n for p, n in positions.items() if n > 1}, "a source record tagged twice"
-    check_tags(tags, source, EVENTS)
+    check_tags(tags, source, events)
+    print(f"standalone: executor killed in a transaction, then the driver with {how} and "
+          f"{driver_killed_at} records committed; no duplicates")
