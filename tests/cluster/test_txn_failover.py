@@ -35,6 +35,10 @@ from moldau.wire.connection import BrokerConnection
 
 from .conftest import ClusterFactory
 
+# ~40 s of three-broker clusters killed mid-commit: the slow suite (`make test` runs it
+# after the default one).
+pytestmark = pytest.mark.slow
+
 TXN_PARTITIONS = 6
 PER_PARTITION = 10
 SETTINGS = {

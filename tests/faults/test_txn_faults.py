@@ -22,6 +22,9 @@ import pytest
 from moldau.testing.zookeeper import ZooKeeperEnsemble
 from tests.faults.replication.runner import RunConfig, run
 
+# ~60-75 s of fault rounds: the slow suite (`make test` runs it after the default one).
+pytestmark = pytest.mark.slow
+
 # Every fault kind that needs no network namespace (partition-leader needs --netns).
 FAULTS = ("kill-leader", "kill-controller", "pause-leader", "kill-zookeeper", "restart-all")
 
