@@ -1,4 +1,4 @@
-// kafkajs side of Moldau's transaction tests (tests/compat/test_txn_kafkajs.py and the shared
+// kafkajs side of Moldau's transaction tests (tests/compat/test_txn_clients.py and the shared
 // helpers in tests/compat/txn_support.py).
 //
 //   node txn.js writer BOOTSTRAP   JSON steps on stdin, one JSON answer per line on stdout,
