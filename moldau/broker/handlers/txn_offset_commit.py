@@ -24,7 +24,6 @@ transactional-id authorization (TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -34,40 +33,12 @@ from ..group.errors import GroupError
 from ..group.offsets import OffsetToCommit
 from ..group.service import coordinator_of
 from ..group.txn_offsets import TxnCommit
-
-
-def _exists(topics: Mapping[str, Any], topic: str, partition: int) -> bool:
-    known = topics.get(topic)
-    return known is not None and partition in known.partitions
+from .offset_commit import answer_offset_commit
 
 
 @handler(ApiKey.TXN_OFFSET_COMMIT, 0, 4)
 async def handle_txn_offset_commit(ctx: RequestContext, request: Any) -> Any:
-    topics = ctx.broker.image.topics_by_name
-    errors: list[int] = []
-    entries: list[OffsetToCommit] = []
-    for topic in request.topics:
-        for p in topic.partitions:
-            if _exists(topics, topic.name, p.partition_index):
-                errors.append(ErrorCode.none)  # replaced by the commit's answer below
-                entries.append(OffsetToCommit(
-                    topic.name, p.partition_index, p.committed_offset,
-                    getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
-            else:
-                errors.append(ErrorCode.unknown_topic_or_partition)
-    if entries:
-        committed = iter(await _commit(ctx, request, entries))
-        errors = [next(committed) if e == ErrorCode.none else e for e in errors]
-    results = iter(errors)
-    return ctx.respond({
-        "throttle_time": 0,
-        "topics": [
-            {"name": topic.name,
-             "partitions": [{"partition_index": p.partition_index, "error_code": next(results)}
-                            for p in topic.partitions]}
-            for topic in request.topics
-        ],
-    })
+    return await answer_offset_commit(ctx, request, lambda entries: _commit(ctx, request, entries))
 
 
 async def _commit(ctx: RequestContext, request: Any, entries: list[OffsetToCommit]) -> list[int]:
