@@ -34,8 +34,13 @@ $(TEST_STAMP): $(STAMP) pyproject.toml
 test-deps: $(TEST_STAMP)
 	$(BIN)/python -m moldau.testing.install_clients
 
+## The default suite (~30 min on 2 cores), then the slow one (Spark, long cluster and fault
+## tests: marker `slow`); both always run, and the target fails if either failed.
 test: test-deps
-	$(BIN)/python -m pytest -q
+	@rc=0; \
+	$(BIN)/python -m pytest -q -m "not slow" --durations=10 || rc=1; \
+	$(BIN)/python -m pytest -q -m slow --durations=10 || rc=1; \
+	exit $$rc
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -87,7 +87,7 @@ def _abandon(awaitable: Any) -> None:
     if isinstance(awaitable, list):
         for each in awaitable:
             _abandon(each)
-    elif inspect.iscoroutine(awaitable):
+    elif inspect.iscoroutine(awaitable) or getattr(awaitable, "defers_append", False):
         awaitable.close()
 
 
@@ -310,12 +310,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Handle the Produce requests queued behind one that waits (acks=all) now: their
         records are appended in the order they came, and each waits for its replicas from
         now on, so the requests of one connection share the replication round trips instead
-        of taking one each. Answers still leave in order (:meth:`_finish_pipelined`).
+        of taking one each. Answers still leave in order (:meth:`_finish_pipelined`). A
+        request whose appends wait for transaction verification (``defers_append``) stops the
+        pulling: nothing may be appended before it.
 
         A frame that cannot be handled here (a bad header, an acks=0 request, whose failure
         closes the connection) is put back and handled in order after the parked ones."""
         parked = self.pipelined
         while parked is not None and not self.draining and self._queued_produce():
+            if getattr(parked[-1][1], "defers_append", False):
+                # Its records are appended only once its transaction is verified: what came
+                # after it waits its turn (handled once the parked ones are answered).
+                return
             frame = self.queue.popleft()
             try:
                 header, spec, request = parse_frame(frame)

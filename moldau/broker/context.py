@@ -17,7 +17,7 @@ built in memory, no sockets and no broker on disk.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..protocol.errors import ErrorCode
 from .config.loader import BrokerConfig
@@ -25,6 +25,11 @@ from .group.coordinator import GroupCoordinator
 from .metadata.channel import ControllerChannel
 from .metadata.image import MetadataImage
 from .replica_manager import ReplicaManager
+from .txn.markers import MarkerWriter
+from .txn.verification import TxnVerifier
+
+if TYPE_CHECKING:
+    from .txn.coordinator import TransactionCoordinator
 
 
 class BrokerContext(Protocol):
@@ -70,6 +75,23 @@ class BrokerContext(Protocol):
     @property
     def group_coordinator(self) -> GroupCoordinator | None:
         """The group coordinator; None until it is started."""
+        ...
+
+    @property
+    def marker_writer(self) -> MarkerWriter:
+        """Writes transaction markers to partitions led here (WriteTxnMarkers, the local
+        marker path)."""
+        ...
+
+    @property
+    def txn_verifier(self) -> TxnVerifier | None:
+        """Transaction verification (KIP-890): whether partitions are in a transactional
+        id's ongoing transaction, asked of its coordinator; None when not wired."""
+        ...
+
+    @property
+    def txn_coordinator(self) -> TransactionCoordinator | None:
+        """The transaction coordinator; None until it is started."""
         ...
 
     def time_ms(self) -> int:

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..protocol.errors import ErrorCode, KafkaError
-from ..protocol.records.batch import BatchHeader
+from ..protocol.records.batch import BatchHeader, iter_batches, validate_batches
 from ..storage.log import AppendInfo, Log
+from ..storage.producer_state import ORIGIN_CLIENT, ORIGIN_COORDINATOR
 from .metadata.image import PartitionState
 from .metadata.isr_change import IsrChangeResult
 from .purgatory import Purgatory
@@ -210,8 +211,13 @@ class Partition:
 
     # --- writes --------------------------------------------------------------------------
     def append_as_leader(self, buf: bytes | bytearray | memoryview,
-                         headers: list[BatchHeader]) -> AppendInfo:
-        """Append validated batches; raises KafkaError for producer-state errors."""
+                         headers: list[BatchHeader], *, origin: str = ORIGIN_CLIENT,
+                         verification_guard: object | None = None) -> AppendInfo:
+        """Append validated batches; raises KafkaError for producer-state errors.
+
+        ``origin`` is "client" or "coordinator" (no sequence checks, control batches allowed);
+        ``verification_guard`` is the token of :meth:`Log.begin_verification` a transactional
+        produce verified with the coordinator (KIP-890)."""
         if self.leader != self.node_id:
             raise KafkaError(
                 ErrorCode.not_leader_or_follower,
@@ -220,11 +226,25 @@ class Partition:
         log = self.log
         append_time = (self.time_ms() if log.config.message_timestamp_type == "LogAppendTime"
                        else None)
-        info = log.append(buf, headers, self.leader_epoch, append_time)
+        info = log.append(buf, headers, self.leader_epoch, append_time, origin,
+                          verification_guard=verification_guard)
         if not info.duplicate:
             self._maybe_advance_high_watermark()
             self.purgatory.notify(self.key)
         return info
+
+    def append_control(self, batch: bytes | bytearray) -> AppendInfo:
+        """Append one control batch (a COMMIT/ABORT marker) as leader, from the transaction
+        coordinator: epoch checks apply (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED,
+        raised as KafkaError), sequence checks do not. Wakes the purgatory: read_committed
+        long polls may now read further, acks=all waiters re-check."""
+        if not self.is_leader:
+            raise KafkaError(
+                ErrorCode.not_leader_or_follower,
+                f"Broker {self.node_id} is not the leader of {self.topic}-{self.index}",
+            )
+        return self.append_as_leader(bytearray(batch), validate_batches(batch),
+                                     origin=ORIGIN_COORDINATOR)
 
     def _maybe_advance_high_watermark(self) -> bool:
         """As leader, move the high watermark up to the smallest log end offset over the ISR;
@@ -295,8 +315,9 @@ class Partition:
     # --- reads ---------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, committed: bool, min_one: bool, *,
              up_to_log_end: bool = False) -> PartitionRead:
-        """Whole batches from ``offset``: up to the last stable offset (``committed``), the
-        high watermark (consumers), or the log end offset (``up_to_log_end``: followers)."""
+        """Whole batches from ``offset``: up to the last stable offset (``committed``, with the
+        aborted transactions of the range), the high watermark (consumers), or the log end
+        offset (``up_to_log_end``: followers)."""
         if up_to_log_end:
             limit = self.log.log_end_offset
         else:
@@ -306,7 +327,16 @@ class Partition:
             return PartitionRead(ErrorCode.offset_out_of_range, None, self.high_watermark,
                                  self.last_stable_offset, start, None)
         data = self.log.read(offset, max_bytes, limit, min_one).records
-        # Aborted transactions come with the transactions work; until then there are none.
-        aborted: list[tuple[int, int]] | None = [] if committed else None
+        aborted: list[tuple[int, int]] | None = None
+        if committed:
+            # The aborted transactions overlapping what is returned (up to the end of its last
+            # batch; the LSO when nothing is), so the consumer can drop their records. The
+            # batches are walked only when some transaction up to the LSO was aborted.
+            aborted = self.log.collect_aborted(offset, limit)
+            if aborted and data:
+                upper = limit
+                for _pos, header in iter_batches(data):
+                    upper = header.next_offset
+                aborted = [a for a in aborted if a[1] < upper]
         return PartitionRead(ErrorCode.none, data, self.high_watermark,
                              self.last_stable_offset, start, aborted)

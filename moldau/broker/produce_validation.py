@@ -52,10 +52,12 @@ def check_record_set(
     timestamp_after_max_ms: int,
     log_append_time: bool,
     compacted: bool = False,
+    control_allowed: bool = False,
 ) -> Rejection | list[BatchHeader]:
     """Validate the record set of one partition of a produce request.
 
     ``compacted`` (the topic's cleanup.policy includes compact) requires a key on every record.
+    ``control_allowed``: the set comes from a coordinator, which writes transaction markers.
     """
     if records is None or len(records) == 0:
         return Rejection(ErrorCode.corrupt_message, "The record set is empty")
@@ -81,7 +83,7 @@ def check_record_set(
         timestamp_before_max_ms < _LONG_MAX or timestamp_after_max_ms < _LONG_MAX)
     pos = 0
     for index, h in enumerate(headers):
-        if h.is_control:
+        if h.is_control and not control_allowed:
             return Rejection(ErrorCode.invalid_record,
                              "Clients may not produce control batches")
         if h.is_transactional and h.producer_id < 0:

@@ -38,7 +38,9 @@ from ..protocol.records.compression import Codec
 from ..storage.config import LogConfig
 from ..storage.errors import KafkaStorageError
 from ..storage.manager import LogManager
+from ..storage.producer_state import ORIGIN_CLIENT
 from .config.loader import BrokerConfig
+from .control_append import EndMarker, append_markers
 from .metadata.configs import effective_topic_config
 from .metadata.image import MetadataImage
 from .metadata.isr_change import IsrChangeResult
@@ -262,9 +264,12 @@ class ReplicaManager:
         return (state.leader, state.leader_epoch)
 
     def log_config(self, topic: str) -> LogConfig:
-        return LogConfig.from_dict(
-            effective_topic_config(self.image, self.config, topic)
-        )
+        # producer.id.expiration.ms is a broker key (no topic synonym) that the logs' producer
+        # state needs: without it every log kept Kafka's default of one day.
+        return LogConfig.from_dict({
+            **effective_topic_config(self.image, self.config, topic),
+            "producer.id.expiration.ms": self.config["producer.id.expiration.ms"],
+        })
 
     def led_partitions(self) -> list[Partition]:
         """The partitions this broker leads now that have other replicas (the ISR manager
@@ -452,8 +457,12 @@ class ReplicaManager:
         return ProduceOutcome(error, message)
 
     def append_records(self, topic: str, index: int, records: bytes | memoryview | None, *,
-                       acks: int,
-                       transactional_id: str | None, internal: bool = False) -> ProduceOutcome:
+                       acks: int, transactional_id: str | None, internal: bool = False,
+                       origin: str = ORIGIN_CLIENT,
+                       verification_guard: object | None = None) -> ProduceOutcome:
+        """Validate and append a produce's records as leader. ``origin`` "coordinator" (the
+        group and transaction coordinators) skips sequence checks and keeps epoch checks;
+        ``verification_guard`` see :meth:`Partition.append_as_leader` (KIP-890)."""
         if topic in INTERNAL_TOPICS and not internal:
             return ProduceOutcome(ErrorCode.invalid_topic_exception,
                                   f"Cannot append to internal topic {topic}")
@@ -471,6 +480,7 @@ class ReplicaManager:
             timestamp_after_max_ms=after_max,
             log_append_time=config.message_timestamp_type == "LogAppendTime",
             compacted=config.compact,
+            control_allowed=origin != ORIGIN_CLIENT,
         )
         if isinstance(checked, Rejection):
             return ProduceOutcome(checked.code, checked.message)
@@ -487,7 +497,8 @@ class ReplicaManager:
             if target is not None and any(h.compression != target for h in checked):
                 buf, checked = recompress(buf, checked, target)
         try:
-            result = partition.append_as_leader(buf, checked)
+            result = partition.append_as_leader(buf, checked, origin=origin,
+                                                verification_guard=verification_guard)
         except KafkaError as exc:
             return ProduceOutcome(exc.code, exc.message)
         wait = None
@@ -521,6 +532,13 @@ class ReplicaManager:
             if last is None:
                 return
             offset = last.next_offset
+
+    async def append_markers(self, markers: Sequence[EndMarker], timeout_ms: int = 30000
+                             ) -> dict[tuple[int, tuple[str, int]], ErrorCode]:
+        """Append the COMMIT/ABORT markers of ``markers`` to the partitions led here and wait
+        for their ISR (acks=-1, up to ``timeout_ms``); the error of every (producer id,
+        partition), as WriteTxnMarkers answers them (:mod:`.control_append`)."""
+        return await append_markers(self, markers, timeout_ms)
 
     async def wait_for_isr(self, topic: str, index: int, offset: int,
                            timeout_ms: int) -> ErrorCode:

@@ -38,12 +38,16 @@ from .metadata.controller import Controller
 from .metadata.image import MetadataImage
 from .metadata.log import MetadataLog
 from .metadata.selection import ActiveControllerChannel
+from .peers import PeerConnections
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
+from .txn.markers import MarkerWriter
+from .txn.verification import TxnVerifier
 
 if TYPE_CHECKING:
     from .replication.fetcher import ReplicaFetcherManager
     from .replication.isr import IsrManager
+    from .txn.coordinator import TransactionCoordinator
     from .zk.cluster_controller import ZkMetadataPlane
     from .zk.node import ZkBrokerNode
 
@@ -72,6 +76,16 @@ class NodeServices:
     fetchers: ReplicaFetcherManager | None = None
     # The ISR manager of a broker of a cluster (shrinks and expands the ISRs it leads).
     isr_manager: IsrManager | None = None
+    # Writes transaction markers to partitions led here (always set by _open_components).
+    marker_writer: MarkerWriter = None  # type: ignore[assignment]
+    # Connections to the other brokers of a cluster, one per (peer, purpose) (None on a single
+    # node, which has no peers).
+    peers: PeerConnections | None = None
+    # Transaction verification (KIP-890): asks a transactional id's coordinator whether a
+    # partition is in its transaction (Produce, TxnOffsetCommit).
+    txn_verifier: TxnVerifier | None = None
+    # The transaction coordinator (moldau/broker/txn), started with the node.
+    txn_coordinator: TransactionCoordinator | None = None
     #: Auto-creations under way, by topic name (see :func:`auto_create_topics_bounded`).
     auto_creations: dict[str, asyncio.Future[dict[str, ErrorCode]]] = field(
         default_factory=dict)

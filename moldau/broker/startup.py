@@ -56,11 +56,16 @@ from .metadata.image import MetadataImage
 from .metadata.log import METADATA_MAX_BATCH_BYTES, METADATA_TOPIC, MetadataLog
 from .metadata.records import ControllerChangeRecord
 from .metadata.selection import ActiveControllerChannel
+from .peers import PeerConnections
 from .producer_ids import ProducerIdManager
 from .replica_manager import ReplicaManager
 from .replication.fetcher import FetcherSettings, ReplicaFetcherManager
 from .replication.isr import IsrManager
 from .services import NodeServices
+from .txn.coordinator import TransactionCoordinator
+from .txn.markers import MarkerWriter, runtime_end_marker
+from .txn.service import close_txn_services, start_txn_services
+from .txn.verification import TxnVerifier
 from .zk.cluster_controller import ZkMetadataPlane
 from .zk.node import ZkBrokerNode, check_log_dirs_cluster_id
 
@@ -75,7 +80,6 @@ RECOMMENDED_OPEN_FILES = 100_000
 # deletion at its own time; a one-second sweep is as good and needs no timer per file).
 DELETE_CHECK_INTERVAL_S = 1.0
 FLUSH_CHECK_INTERVAL_S = 1.0
-PRODUCER_EXPIRY_INTERVAL_S = 600.0
 
 # The metadata log is never trimmed by retention: the image is rebuilt from all of it.
 # Its batches may be as large as METADATA_MAX_BATCH_BYTES, whatever message.max.bytes says.
@@ -230,12 +234,30 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
         replicas.isr_hooks = isr_manager
         for partition in replicas.partitions.values():
             partition.isr_hooks = isr_manager
+    peers: PeerConnections | None = None
+    if cluster is not None:
+        # One connection per (peer, purpose): transaction markers and verification.
+        peers = PeerConnections(node_id=node_id, image=image,
+                                listener=config.listeners.inter_broker_listener)
+        replicas.state_listeners.append(peers.sync)
+    producer_ids = ProducerIdManager(node_id, channel)
+    # Markers for __consumer_offsets go through the group runtime (pending transactional
+    # offsets become visible or are dropped), all others straight to the partitions.
+    marker_writer = MarkerWriter(replicas, offsets_marker=runtime_end_marker(groups.runtime))
+    # Transaction coordinator (moldau/broker/txn): follows __transaction_state leadership;
+    # its marker channel writes local markers directly, remote ones over peer connections.
+    txns = start_txn_services(config, node_id=node_id, image=image, replicas=replicas,
+                              time_ms=time_ms, new_producer_id=producer_ids.next_id,
+                              writer=marker_writer, peers=peers)
+    follow_metadata(controller, txns=txns)
+    verifier = TxnVerifier(node_id=node_id, image=image, peers=peers, coordinator=txns)
     return NodeServices(
         config=config, cluster_id=cluster_id, image=image, log_manager=manager,
         load_stats=stats, metadata_log=metadata_log, controller=channel,
         local_controller=controller, replica_manager=replicas, group_coordinator=groups,
-        producer_ids=ProducerIdManager(node_id, channel), time_ms=time_ms, cluster=cluster,
-        plane=plane, fetchers=fetchers, isr_manager=isr_manager)
+        producer_ids=producer_ids, time_ms=time_ms, cluster=cluster,
+        plane=plane, fetchers=fetchers, isr_manager=isr_manager, peers=peers,
+        txn_verifier=verifier, marker_writer=marker_writer, txn_coordinator=txns)
 
 
 def reconcile_logs(image: MetadataImage, replicas: ReplicaManager, manager: LogManager) -> None:
@@ -264,7 +286,8 @@ def fence_with(cluster: ZkBrokerNode, replicas: ReplicaManager) -> None:
 
 
 def follow_metadata(controller: Controller, replicas: ReplicaManager | None = None,
-                    groups: GroupCoordinator | None = None) -> None:
+                    groups: GroupCoordinator | None = None,
+                    txns: TransactionCoordinator | None = None) -> None:
     """Make components follow the controller's changes: the replica manager creates the logs
     of new partitions before their records are written and reconciles after; the group
     coordinator loads and unloads ``__consumer_offsets`` partitions as leadership moves."""
@@ -273,6 +296,11 @@ def follow_metadata(controller: Controller, replicas: ReplicaManager | None = No
         controller.listeners.append(replicas.on_metadata)
     if groups is not None:
         controller.listeners.append(lambda _image, _records: groups.sync_leadership())
+    if txns is not None:
+        controller.listeners.append(lambda _image, _records: txns.sync_leadership())
+        wake = getattr(txns.markers, "wake", None)
+        if wake is not None:
+            controller.listeners.append(wake)
 
 
 def raise_descriptor_limit() -> None:
@@ -325,7 +353,8 @@ async def housekeeping(node: NodeServices) -> None:
         _deletions(manager),
         _on_loop(OFFLINE_RETRY_INTERVAL_S, node.replica_manager.retry_offline,
                  "reopening offline partitions"),
-        _periodic(PRODUCER_EXPIRY_INTERVAL_S, manager.remove_expired_producers,
+        _periodic(node.config["producer.id.expiration.check.interval.ms"] / 1000,
+                  manager.remove_expired_producers,
                   "producer id expiry"),
     )
 
@@ -361,9 +390,15 @@ async def close_node(node: NodeServices) -> None:
         await node.isr_manager.stop()
     if node.fetchers is not None:
         await node.fetchers.close()
+    if node.txn_verifier is not None:
+        await node.txn_verifier.close()
+    if node.peers is not None:
+        node.peers.close()
     for creation in set(node.auto_creations.values()):
         creation.cancel()  # auto-creations still waiting on the controller
     try:
+        if node.txn_coordinator is not None:
+            await close_txn_services(node.txn_coordinator)
         await coordinator.close()
     finally:
         await _in_thread(node.log_manager.shutdown)

@@ -9,8 +9,8 @@ import sys
 # Subcommand modules, in help order. A module that is missing is skipped, so the command keeps
 # working while a subcommand is being written.
 SUBCOMMANDS = ["serve", "topics", "produce", "consume", "metadata", "configs", "groups",
-               "log_dirs", "leader_election", "reassign_partitions", "proxy", "doctor", "perf",
-               "pipeline", "rest", "registry", "dev_cluster"]
+               "transactions", "log_dirs", "leader_election", "reassign_partitions", "proxy",
+               "doctor", "perf", "pipeline", "rest", "registry", "dev_cluster"]
 
 
 def build_parser() -> argparse.ArgumentParser:

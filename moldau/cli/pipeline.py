@@ -16,6 +16,9 @@ The record formats are described in :mod:`moldau.spark.tag_pipeline` and docs/sp
 With ``--trigger available-now`` (the default) the command reads what is there, writes the
 tag records and exits; with ``processing-time=...`` it runs until SIGTERM/SIGINT and stops
 between micro-batches. Either way the checkpoint directory remembers the source offsets.
+Tag records are written exactly once (``--delivery-guarantee exactly-once``, the default;
+read them with ``isolation.level=read_committed``); ``at-least-once`` behaves as Spark's own
+Kafka sink and may repeat records after a crash.
 """
 
 from __future__ import annotations
@@ -98,6 +101,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     dst.add_argument("--target-topic", required=True)
     dst.add_argument("--target-option", action="append", default=[], metavar="KEY=VALUE",
                      help="any other option of the moldau sink, e.g. kafka.linger.ms=20")
+    dst.add_argument("--delivery-guarantee", default="exactly-once",
+                     choices=["exactly-once", "at-least-once"],
+                     help="exactly-once (default): each task's tag records commit in one "
+                          "transaction with the batch id, read them with read_committed; "
+                          "at-least-once: as Spark's Kafka sink, a crash repeats records")
     running = tag.add_argument_group("running")
     running.add_argument("--checkpoint", required=True, metavar="DIR",
                      help="Spark checkpoint directory (source offsets, query state)")
@@ -130,6 +138,7 @@ def run_tag(args: argparse.Namespace) -> int:
         key_field=args.key_field, trigger=args.trigger,
         starting_offsets=args.starting_offsets,
         max_offsets_per_trigger=args.max_offsets_per_trigger,
+        delivery_guarantee=args.delivery_guarantee,
         source_options=_key_values(args.source_option, "--source-option"),
         target_options=_key_values(args.target_option, "--target-option"),
     )

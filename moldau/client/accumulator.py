@@ -49,6 +49,7 @@ class ProducerBatch:
     encoded: bytes | None = None
     closed: bool = False
     retry_after: float = 0.0
+    transactional: bool = False
 
     def try_append(
         self, key: bytes | None, value: bytes | None, headers: Sequence[Header], ts: int,
@@ -72,6 +73,7 @@ class ProducerBatch:
             self.encoded = build_batch(
                 self.records, codec=codec, producer_id=self.producer_id,
                 producer_epoch=self.producer_epoch, base_sequence=self.base_sequence,
+                transactional=self.transactional,
             )
         return self.encoded
 

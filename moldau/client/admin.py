@@ -6,7 +6,8 @@ when ``raise_errors=False``; by default any failed item raises :class:`AdminErro
 every failure.
 
 Consumer-group administration (list/describe/delete groups, committed offsets, lag) lives
-in :mod:`moldau.client.group.admin_ops`; the methods here delegate to it.
+in :mod:`moldau.client.group.admin_ops` (methods: :class:`.admin_groups.GroupAdmin`);
+transactions in :class:`.admin_txn.TransactionAdmin`.
 """
 
 from __future__ import annotations
@@ -17,17 +18,16 @@ from typing import Any
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
+from .admin_groups import GroupAdmin
+from .admin_txn import TransactionAdmin
 from .admin_types import (
     AdminError,
     AlterConfigOp,
     ConfigEntry,
     ConfigResource,
-    GroupDescription,
-    GroupListing,
     ListOffsetsResult,
     LogDirDescription,
     NewTopic,
-    PartitionLag,
     PartitionReassignment,
     ReplicaLogInfo,
     ResourceType,
@@ -35,8 +35,6 @@ from .admin_types import (
 from .cluster import Cluster
 from .config import parse_config
 from .errors import BrokerError
-from .group import admin_ops
-from .group.types import OffsetAndMetadata
 from .leaders import for_each_leader, list_offsets
 from .retry import call_with_retries
 from .types import BrokerInfo, ClusterInfo, TopicInfo, TopicPartition
@@ -45,7 +43,7 @@ from .types import BrokerInfo, ClusterInfo, TopicInfo, TopicPartition
 _RETRY_CONTROLLER = frozenset({ErrorCode.not_controller, ErrorCode.request_timed_out})
 
 
-class AdminClient:
+class AdminClient(GroupAdmin, TransactionAdmin):
     """Administrative operations on a Kafka-compatible cluster.
 
     ``config`` takes the common keys (``bootstrap.servers``, ``client.id``,
@@ -539,53 +537,6 @@ class AdminClient:
         return {TopicPartition(r.topic, p.partition_id):
                 BrokerError(p.error_code, p.error_message or "") if p.error_code else None
                 for r in response.replica_election_results for p in r.partition_result}
-
-    # --- consumer groups (moldau.client.group.admin_ops) ---------------------------------
-
-    async def list_groups(self, *, states: Iterable[str] | None = None,
-                          types: Iterable[str] | None = None) -> list[GroupListing]:
-        """Groups of every broker, optionally only those in the given states (Stable, Empty,
-        PreparingRebalance, CompletingRebalance, Dead, or KIP-848's Assigning/Reconciling)
-        or of the given types (classic, consumer)."""
-        return await admin_ops.list_groups(self, states, types)
-
-    async def describe_groups(self, group_ids: Iterable[str], *, raise_errors: bool = True
-                              ) -> dict[str, GroupDescription | BrokerError]:
-        """State, assignor and members (client id, host, subscription, decoded assignment)
-        of each group; a group that does not exist is described as Dead."""
-        return await admin_ops.describe_groups(self, group_ids, raise_errors)
-
-    async def delete_groups(self, group_ids: Iterable[str], *, raise_errors: bool = True
-                            ) -> dict[str, BrokerError | None]:
-        """Delete empty groups with their committed offsets (NON_EMPTY_GROUP otherwise)."""
-        return await admin_ops.delete_groups(self, group_ids, raise_errors)
-
-    async def list_group_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
-    ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """Committed offsets of a group: every committed partition, or the given ones
-        (None where nothing is committed)."""
-        return await admin_ops.list_group_offsets(self, group_id, partitions)
-
-    async def alter_group_offsets(
-        self, group_id: str, offsets: Mapping[TopicPartition, int | OffsetAndMetadata],
-        *, raise_errors: bool = True,
-    ) -> dict[TopicPartition, BrokerError | None]:
-        """Set committed offsets, as ``kafka-consumer-groups --reset-offsets`` does: only for
-        a group without active members (its consumers stopped)."""
-        return await admin_ops.alter_group_offsets(self, group_id, offsets, raise_errors)
-
-    async def delete_group_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition], *,
-        raise_errors: bool = True,
-    ) -> dict[TopicPartition, BrokerError | None]:
-        """Delete committed offsets of partitions whose topics no member subscribes to."""
-        return await admin_ops.delete_group_offsets(self, group_id, partitions, raise_errors)
-
-    async def describe_group_lag(self, group_id: str) -> list[PartitionLag]:
-        """Per partition: committed offset, log end offset, lag and the member reading it
-        (what ``moldau groups --describe`` prints)."""
-        return await admin_ops.describe_group_lag(self, group_id)
 
 
 def _key(item: Any) -> str:

@@ -177,7 +177,11 @@ PRODUCER = _keys(
               "how long send() may wait for metadata or buffer space"),
     ConfigKey("partitioner.ignore.keys", _bool, False,
               "use sticky partitioning even for keyed records"),
-    ConfigKey("transaction.timeout.ms", _int(1), 60000, "sent in InitProducerId"),
+    ConfigKey("transaction.timeout.ms", _int(1), 60000,
+              "the coordinator aborts a transaction open longer than this"),
+    ConfigKey("transactional.id", _optional_str, None,
+              "makes the producer transactional (forces idempotence, acks=all, "
+              "in-flight <= 5); one id per producer instance, stable across restarts"),
 )
 
 CONSUMER = _keys(

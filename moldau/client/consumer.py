@@ -35,7 +35,7 @@ from .group.types import OffsetAndMetadata
 from .leaders import list_offsets
 from .retry import wait_event
 from .subscription import EARLIEST, LATEST, SubscriptionState
-from .types import ConsumerRecord, TopicPartition
+from .types import ConsumerGroupMetadata, ConsumerRecord, TopicPartition
 
 
 class GroupMembership(Protocol):
@@ -192,8 +192,13 @@ class Consumer:
         self.fetcher.wakeup()
 
     def highwater(self, partition: TopicPartition) -> int:
-        """High watermark seen in the last fetch (-1 before any)."""
-        return self.subscription.state(TopicPartition(*partition)).high_watermark
+        """End of what this consumer may read, as of the last fetch (-1 before any): the high
+        watermark, or with read_committed the last stable offset (so lag = LSO - position,
+        as the Java client computes it)."""
+        state = self.subscription.state(TopicPartition(*partition))
+        if self._read_committed and state.last_stable_offset >= 0:
+            return state.last_stable_offset
+        return state.high_watermark
 
     # --- offsets lookups ------------------------------------------------------------------
 
@@ -377,6 +382,16 @@ class Consumer:
         """The group's committed offsets of ``partitions`` (None where nothing is committed)."""
         group = self._require_group("committed()")
         return await group.committed([TopicPartition(*tp) for tp in partitions])
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The membership a transactional producer's send_offsets_to_transaction() needs
+        (KIP-447): the group refuses offsets of a member that is no longer current."""
+        group = self._require_group("group_metadata()")
+        generation = getattr(group, "generation", getattr(group, "epoch", -1))
+        if not group.subscribed:
+            return ConsumerGroupMetadata(group.group_id, -1, "", group.instance_id)
+        return ConsumerGroupMetadata(group.group_id, generation, group.member_id,
+                                     group.instance_id)
 
     @property
     def member_id(self) -> str:

@@ -34,6 +34,9 @@ __all__ = [
     "OffsetOutOfRangeError",
     "ProducerFenced",
     "RecordCorruptError",
+    "TransactionAbortableError",
+    "TransactionAbortedError",
+    "TransactionStateError",
     "UnsupportedVersionError",
 ]
 
@@ -67,6 +70,24 @@ class OffsetOutOfRangeError(BrokerError):
 
 class ProducerFenced(BrokerError):
     """The producer's id/epoch was fenced by a newer producer; it cannot continue."""
+
+
+class TransactionStateError(ClientError):
+    """A transactional call made in a state that does not allow it (e.g. send() before
+    begin_transaction(), commit_transaction() after a fatal error)."""
+
+
+class TransactionAbortableError(ClientError):
+    """The current transaction failed and can only be aborted: call abort_transaction(),
+    then begin a new one. ``cause`` is the error that made it abortable."""
+
+    def __init__(self, message: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+
+class TransactionAbortedError(ClientError):
+    """A record that was still unsent when its transaction was aborted."""
 
 
 def raise_for_code(code: int, context: str = "", message: str | None = None) -> None:

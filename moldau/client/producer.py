@@ -5,7 +5,9 @@ drains ready batches (see :mod:`.accumulator`) into one Produce request per brok
 ``max.in.flight.requests.per.connection`` unanswered per broker. Idempotence (on by default,
 as in the Java client) gets a producer id from InitProducerId and numbers every partition's
 batches; a retried batch is resent byte for byte with its sequence, so the broker drops
-duplicates. Errors that mean stale metadata trigger a refresh before the retry.
+duplicates. Errors that mean stale metadata trigger a refresh before the retry. With
+``transactional.id`` the producer is transactional: :mod:`.transactions` holds the logic,
+this module only calls its hooks (send, drain, failures, close).
 """
 
 from __future__ import annotations
@@ -23,17 +25,12 @@ from moldau.protocol.errors import ErrorCode
 from .accumulator import ProducerBatch, RecordAccumulator, estimate_size
 from .cluster import STALE_METADATA_ERRORS, Cluster
 from .config import parse_config
-from .errors import (
-    BrokerError,
-    ClientError,
-    ConfigError,
-    KafkaTimeoutError,
-    ProducerFenced,
-)
+from .errors import BrokerError, ClientError, ConfigError, KafkaTimeoutError, ProducerFenced
 from .partitioner import StickyPartitioner, partition_for_key
 from .retry import backoff_ms, call_with_retries, wait_event
 from .tasks import spawn
-from .types import Header, RecordMetadata, TopicPartition
+from .transactions import TransactionManager
+from .types import ConsumerGroupMetadata, Header, RecordMetadata, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +61,12 @@ class Producer:
         self.config = parse_config("producer", given)
         c = self.config
         explicit_idempotence = "enable.idempotence" in given
+        tid = c["transactional.id"]
+        if tid is not None:
+            if explicit_idempotence and not c["enable.idempotence"]:
+                raise ConfigError(f"transactional.id={tid!r} needs enable.idempotence=true; "
+                                  "remove enable.idempotence=false")
+            explicit_idempotence = True  # Java: a transactional producer is idempotent
         if c["enable.idempotence"]:
             conflicts = []
             if c["acks"] != -1:
@@ -75,7 +78,8 @@ class Producer:
             if conflicts:
                 if explicit_idempotence:
                     raise ConfigError(
-                        "enable.idempotence=true needs " + ", ".join(conflicts)
+                        ("transactional.id" if tid is not None else "enable.idempotence=true")
+                        + " needs " + ", ".join(conflicts)
                         + "; change those settings or set enable.idempotence=false"
                     )
                 c["enable.idempotence"] = False  # Java's rule: implicit default yields
@@ -106,6 +110,7 @@ class Producer:
         self._fatal: BaseException | None = None
         self._started = False
         self._refreshing = False
+        self.txn = None if tid is None else TransactionManager(self, tid)
 
     # --- lifecycle ------------------------------------------------------------------------
 
@@ -114,7 +119,7 @@ class Producer:
         if self._started:
             return self
         await self.cluster.start()
-        if self.idempotent:
+        if self.idempotent and self.txn is None:
             await self._init_producer_id()
         self._sender = asyncio.create_task(self._run_sender(), name="moldau-producer-sender")
         self._started = True
@@ -145,6 +150,8 @@ class Producer:
                 await self.flush(timeout)
         finally:
             self._closed = True
+            if self.txn is not None:
+                self.txn.close()
             if self._sender is not None:
                 self._sender.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -179,6 +186,8 @@ class Producer:
             raise ClientError("call await producer.start() (or use async with) before send()")
         if self._fatal is not None:
             raise self._fatal
+        if self.txn is not None:
+            self.txn.check_send()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[RecordMetadata] = loop.create_future()
         key_b = _as_bytes(key, "key")
@@ -297,8 +306,11 @@ class Producer:
             initial_ms=self.config["retry.backoff.ms"],
             max_ms=self.config["retry.backoff.max.ms"], what="InitProducerId",
         )
-        self.producer_id = response.producer_id
-        self.producer_epoch = response.producer_epoch
+        self.set_producer_id(response.producer_id, response.producer_epoch)
+
+    def set_producer_id(self, producer_id: int, epoch: int) -> None:
+        """A new producer id or epoch: sequences restart at 0 on every partition."""
+        self.producer_id, self.producer_epoch = producer_id, epoch
         self._sequences.clear()
 
     def _assign_sequence(self, batch: ProducerBatch) -> None:
@@ -308,6 +320,7 @@ class Producer:
         batch.producer_id = self.producer_id
         batch.producer_epoch = self.producer_epoch
         batch.base_sequence = seq
+        batch.transactional = self.txn is not None
         self._sequences[batch.tp] = (seq + len(batch.records)) & 0x7FFFFFFF
 
     # --- sender ---------------------------------------------------------------------------
@@ -347,10 +360,11 @@ class Producer:
             ):
                 batch = queue.popleft()
                 self._done(batch)
-                batch.fail(KafkaTimeoutError(
+                batch.fail(exc := KafkaTimeoutError(
                     f"{len(batch.records)} record(s) for {tp} expired: not acknowledged "
-                    f"within delivery.timeout.ms={self.config['delivery.timeout.ms']}"
-                ))
+                    f"within delivery.timeout.ms={self.config['delivery.timeout.ms']}"))
+                if self.txn is not None:  # the transaction lost records: abort only
+                    self.txn.on_batch_error(exc)
 
     def _drain(self, ready: list[TopicPartition]) -> bool:
         """Group ready batches by leader and start one Produce request per broker."""
@@ -360,6 +374,8 @@ class Producer:
         max_size = self.config["max.request.size"]
         by_node: dict[int, list[TopicPartition]] = {}
         refresh = False
+        if self.txn is not None:  # partitions not yet in the transaction wait for the add
+            ready = [tp for tp in ready if self.txn.may_send(tp)]
         for tp in ready:
             leader = self.cluster.leader_for(tp)
             if leader < 0:
@@ -410,7 +426,7 @@ class Producer:
                 for b in batches:
                     topics.setdefault(b.tp.topic, []).append(b)
                 body = {
-                    "transactional_id": None,
+                    "transactional_id": self.txn.transactional_id if self.txn else None,
                     "acks": acks,
                     "timeout": self.config["request.timeout.ms"],
                     "topic_data": [{
@@ -481,13 +497,17 @@ class Producer:
 
     def _handle_failure(self, batches: list[ProducerBatch], exc: BaseException) -> None:
         code = exc.code if isinstance(exc, BrokerError) else None
-        if code in _FATAL_PRODUCER_ERRORS:
+        if code in _FATAL_PRODUCER_ERRORS or (self.txn and code in _RESET_PRODUCER_ERRORS):
+            # In a transaction a reset error is abortable; the abort bumps the epoch.
             fatal = ProducerFenced(code, "", "producer") if code in (
                 ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch) else exc
-            self._fatal = fatal
+            if code in _FATAL_PRODUCER_ERRORS:
+                self._fatal = fatal
             for b in batches:
                 self._done(b)
                 b.fail(fatal)
+            if self.txn is not None:
+                self.txn.on_batch_error(fatal)
             return
         now = time.monotonic()
         deadline = self.config["delivery.timeout.ms"] / 1000
@@ -514,6 +534,46 @@ class Producer:
             else:
                 self._done(b)
                 b.fail(exc)
+                if self.txn is not None:
+                    self.txn.on_batch_error(exc)
+
+    def _abort_undrained(self, exc: BaseException) -> None:
+        """Fail every batch never sent (a retried one keeps its sequence and is awaited)."""
+        for queue in self.accumulator.queues.values():
+            for batch in [b for b in queue if b.encoded is None]:
+                queue.remove(batch)
+                self._done(batch)
+                batch.fail(exc)
+
+    # --- transactions (logic in .transactions) --------------------------------------------
+
+    def _transactional(self) -> TransactionManager:
+        if self.txn is None:
+            raise ConfigError("transactions need transactional.id in the producer config")
+        return self.txn
+
+    async def init_transactions(self) -> None:
+        """Register transactional.id with its coordinator, fencing earlier producers."""
+        await self._transactional().init_transactions()
+
+    def begin_transaction(self) -> None:
+        """Start a transaction: records sent until commit/abort belong to it."""
+        self._transactional().begin_transaction()
+
+    async def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, Any],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:
+        """Commit consumer offsets to the group atomically with the transaction."""
+        await self._transactional().send_offsets_to_transaction(offsets, group_metadata)
+
+    async def commit_transaction(self) -> None:
+        """Flush and commit the transaction."""
+        await self._transactional().commit_transaction()
+
+    async def abort_transaction(self) -> None:
+        """Drop unsent records and abort the transaction."""
+        await self._transactional().abort_transaction()
 
     async def _reset_producer_id(self) -> None:
         """The broker lost our producer state: take a new id and renumber queued batches."""

@@ -2,8 +2,10 @@
 
 Two offsets per partition: ``position`` (next offset handed to the application) and
 ``fetch_offset`` (next offset to ask the broker for; ahead of ``position`` while prefetched
-data waits in the buffer). ``generation`` increases on every seek, so a fetch answer that
-was in flight before the seek is recognised as stale and dropped.
+data waits in the buffer). ``generation`` changes on every seek and is never reused, not even
+by the state of a partition that was unassigned and assigned again, so a fetch answer that was
+in flight before the seek (or before the partition went away) is recognised as stale and
+dropped.
 
 The group layer (``moldau.client.group``) drives :meth:`SubscriptionState.assign` on
 rebalance and reads/writes positions for commits; nothing here knows about groups.
@@ -11,6 +13,7 @@ rebalance and reads/writes positions for commits; nothing here knows about group
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -18,6 +21,11 @@ from typing import Any
 
 from .decode import BatchColumns
 from .types import TopicPartition
+
+# Generations come from one counter: a new state of a re-assigned partition must not start at
+# a number its previous state had (an answer to the old state's fetch would then be taken,
+# and its records at the old fetch offset would skip everything between).
+_generations = itertools.count(1)
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -47,7 +55,7 @@ class PartitionState:
     fetch_offset: int | None = None
     reset: str | None = None
     paused: bool = False
-    generation: int = 0
+    generation: int = field(default_factory=lambda: next(_generations))
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -72,7 +80,7 @@ class PartitionState:
         self.aborted_pids.clear()
 
     def seek(self, offset: int) -> None:
-        self.generation += 1
+        self.generation = next(_generations)
         self.position = offset
         self.fetch_offset = offset
         self.reset = None
@@ -80,7 +88,7 @@ class PartitionState:
         self.clear_buffer()
 
     def request_reset(self, strategy: str) -> None:
-        self.generation += 1
+        self.generation = next(_generations)
         self.position = None
         self.fetch_offset = None
         self.reset = strategy
@@ -115,7 +123,7 @@ class SubscriptionState:
         added = wanted - set(self.partitions)
         for tp in removed:
             state = self.partitions.pop(tp)
-            state.generation += 1
+            state.generation = next(_generations)
             state.clear_buffer()
         for tp in added:
             self.partitions[tp] = PartitionState(tp)

@@ -30,7 +30,7 @@ from .group.listener import Callback, RebalanceListener, make_listener
 from .group.membership import CommitCallback
 from .group.types import OffsetAndMetadata
 from .producer import Producer
-from .types import ConsumerRecord, RecordMetadata, TopicPartition
+from .types import ConsumerGroupMetadata, ConsumerRecord, RecordMetadata, TopicPartition
 
 T = TypeVar("T")
 
@@ -166,6 +166,42 @@ class SyncProducer(_SyncBase):
 
     def partitions_for(self, topic: str) -> list[int]:
         return self._client.partitions_for(topic)
+
+    # --- transactions (see moldau.client.transactions) ------------------------------------
+
+    def _after_queued(self, coro_fn: Any, timeout: float | None = None) -> Any:
+        """Run a producer call on the loop once the sends queued before it are handed over,
+        so records sent before commit/abort belong to the transaction they were sent in."""
+        async def call() -> Any:
+            self._drain()
+            return await coro_fn()
+
+        return _run(call(), timeout)
+
+    def init_transactions(self) -> None:
+        """Register transactional.id with its coordinator, fencing earlier producers."""
+        self._after_queued(self._client.init_transactions)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction."""
+        async def begin() -> None:
+            self._client.begin_transaction()
+
+        self._after_queued(begin)
+
+    def send_offsets_to_transaction(self, offsets: Mapping[TopicPartition, Any],
+                                    group_metadata: ConsumerGroupMetadata | str) -> None:
+        """Commit consumer offsets to the group atomically with the transaction."""
+        self._after_queued(
+            lambda: self._client.send_offsets_to_transaction(offsets, group_metadata))
+
+    def commit_transaction(self) -> None:
+        """Flush and commit the transaction."""
+        self._after_queued(self._client.commit_transaction)
+
+    def abort_transaction(self) -> None:
+        """Drop unsent records and abort the transaction."""
+        self._after_queued(self._client.abort_transaction)
 
 
 def _transfer(source: asyncio.Future[T], target: concurrent.futures.Future[T]) -> None:
@@ -345,6 +381,10 @@ class SyncConsumer(_SyncBase):
 
     def subscription(self) -> set[str]:
         return self._client.subscription_topics()
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """See Consumer.group_metadata()."""
+        return self._client.group_metadata()
 
     @property
     def member_id(self) -> str:

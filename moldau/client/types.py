@@ -102,3 +102,15 @@ class ClusterInfo:
     cluster_id: str | None
     controller_id: int
     brokers: tuple[BrokerInfo, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """What ``send_offsets_to_transaction`` needs of a consumer's group membership (KIP-447):
+    TxnOffsetCommit v3+ sends generation, member id and instance id, so a zombie member's
+    offsets are refused. ``generation_id`` -1 with member "" commits as a simple group."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None

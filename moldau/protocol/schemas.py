@@ -19,7 +19,8 @@ from typing import Any
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.schema.index import api_key_map, schema_name_map
 
-__all__ = ["has_schema", "highest_version", "request_schema", "response_schema"]
+__all__ = ["has_schema", "highest_version", "override_response_schema", "request_schema",
+           "response_schema"]
 
 
 def has_schema(api_key: int, version: int) -> bool:
@@ -44,6 +45,15 @@ def response_schema(api_key: int, version: int) -> type[Any] | None:
     """kio's response class for ``(api_key, version)``, or None if kio does not know it."""
     schema = _loaded.get((api_key, version, True), _UNKNOWN)
     return _load(api_key, version, True) if schema is _UNKNOWN else schema
+
+
+def override_response_schema(api_key: int, version: int, schema: type[Any]) -> None:
+    """Decode ``(api_key, version)`` responses with ``schema`` (a variant of kio's class)
+    instead of kio's own: for a field whose kio type cannot hold a value brokers send, such
+    as DescribeTransactions' ``TransactionStartTimeMs`` of -1 (no open transaction)."""
+    if not has_schema(api_key, version):
+        raise ValueError(f"kio has no response schema for api {api_key} v{version}")
+    _loaded[(api_key, version, True)] = schema
 
 
 # Schemas loaded so far, by (api key, version, response): only pairs in kio's index get in.

@@ -35,6 +35,9 @@ C = TypeVar("C", bound=_Client)
 MAX_CONSUMERS = 8
 MAX_ADMINS = 4
 MAX_PRODUCERS = 4
+# Transactional producers are cached per transactional id, and a worker runs the tasks of
+# several partitions (one id each) over time.
+MAX_TXN_PRODUCERS = 16
 
 _lock = threading.Lock()
 
@@ -111,6 +114,7 @@ def _close_quietly(item: Any) -> None:
 _consumers = _Cache(MAX_CONSUMERS)
 _admins = _Cache(MAX_ADMINS)
 _producers = _Cache(MAX_PRODUCERS)
+_txn_producers = _Cache(MAX_TXN_PRODUCERS)
 
 
 async def _started(kind: Callable[[dict[str, Any]], C], config: Mapping[str, Any]) -> C:
@@ -152,3 +156,35 @@ def producer_for(config: Mapping[str, Any]) -> Producer:
 
 def drop_producer(config: Mapping[str, Any]) -> None:
     _producers.drop(config_key(config))
+
+
+async def _initialised(config: Mapping[str, Any]) -> Producer:
+    """A transactional producer, started and past ``init_transactions`` (which fences every
+    earlier producer of its transactional id and completes their open transaction)."""
+    producer = await _started(Producer, config)
+    try:
+        await producer.init_transactions()
+    except BaseException:
+        await producer.close()
+        raise
+    return producer
+
+
+def transactional_producer_for(config: Mapping[str, Any]) -> tuple[Producer, bool]:
+    """The process's producer for ``config['transactional.id']``, and whether it is new.
+
+    A new one has just run ``init_transactions``; a cached one may have been fenced since
+    by a task of the same id in another process (see :mod:`.txn_sink`).
+    """
+    key = config_key(config)
+    producer = _txn_producers.get(key)
+    if producer is not None:
+        return producer, False
+    producer = call(_initialised(config))
+    _txn_producers.put(key, producer)
+    return producer, True
+
+
+def drop_transactional_producer(config: Mapping[str, Any]) -> None:
+    """Close and forget a transactional producer (fenced, or its state is unknown)."""
+    _txn_producers.drop(config_key(config))

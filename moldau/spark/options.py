@@ -38,6 +38,9 @@ _SOURCE_REFUSED = {
     "interceptor.classes": "interceptors are not supported",
 }
 _SINK_REFUSED = {
+    "transactional.id": ("the exactly-once sink derives one transactional id per task from "
+                         "the option 'transactional.id.prefix', the query id and the "
+                         "partition; set that prefix instead"),
     "key.serializer": "keys are written as given (binary, or strings as UTF-8)",
     "value.serializer": "values are written as given (binary, or strings as UTF-8)",
     "interceptor.classes": "interceptors are not supported",
@@ -123,13 +126,32 @@ class SourceOptions:
         return self.client_config.get("isolation.level", "").lower() == "read_committed"
 
 
+EXACTLY_ONCE = "exactly-once"
+AT_LEAST_ONCE = "at-least-once"
+DELIVERY_GUARANTEES = (EXACTLY_ONCE, AT_LEAST_ONCE)
+DEFAULT_TXN_PREFIX = "moldau-spark-"
+
+
 @dataclass(frozen=True)
 class SinkOptions:
-    """A validated sink configuration."""
+    """A validated sink configuration.
+
+    ``delivery_guarantee`` is exactly-once only for streams (:mod:`.txn_sink`); a batch
+    ``df.write`` has no batch id to record and stays at-least-once. ``state_topic`` is the
+    topic whose partition 0 names the committed-batch offset of each transactional id (the
+    ``topic`` option unless ``exactly.once.state.topic`` says otherwise).
+    """
 
     topic: str | None
     client_config: Mapping[str, str] = field(default_factory=dict)
     checkpoint: str | None = None  # a stream's checkpointLocation option, if given
+    delivery_guarantee: str = AT_LEAST_ONCE
+    transactional_id_prefix: str = DEFAULT_TXN_PREFIX
+    state_topic: str | None = None
+
+    @property
+    def exactly_once(self) -> bool:
+        return self.delivery_guarantee == EXACTLY_ONCE
 
     def producer_config(self) -> dict[str, str]:
         return {**SINK_CLIENT_DEFAULTS, **self.client_config}
@@ -379,12 +401,40 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
     )
 
 
-def parse_sink_options(options: Mapping[str, Any]) -> SinkOptions:
-    """Check the options of ``df.write`` / ``df.writeStream``."""
-    topic = _get(options, "topic")
+def parse_sink_options(options: Mapping[str, Any], *, streaming: bool = False) -> SinkOptions:
+    """Check the options of ``df.write`` (``streaming=False``) / ``df.writeStream``."""
+    topic = _get(options, "topic") or None
+    client_config = client_settings(options, _SINK_REFUSED, "producer", SINK_CLIENT_DEFAULTS)
+    guarantee = (_get(options, "delivery.guarantee")
+                 or (EXACTLY_ONCE if streaming else AT_LEAST_ONCE)).lower()
+    if guarantee not in DELIVERY_GUARANTEES:
+        raise OptionError(f"option 'delivery.guarantee' must be exactly-once or "
+                          f"at-least-once, not {guarantee!r}")
+    if guarantee == EXACTLY_ONCE and not streaming:
+        raise OptionError("option 'delivery.guarantee' exactly-once needs a streaming write "
+                          "(df.writeStream): a batch df.write has no batch id to record, so "
+                          "it is at-least-once; drop the option or set it to at-least-once")
+    prefix = _get(options, "transactional.id.prefix")
+    if prefix is None:
+        prefix = DEFAULT_TXN_PREFIX
+    state_topic = _get(options, "exactly.once.state.topic") or None
+    if guarantee == EXACTLY_ONCE:
+        if not prefix:
+            raise OptionError("option 'transactional.id.prefix' must not be empty: it keeps "
+                              "the sink's transactional ids apart from other producers'")
+        timeout = _long(options, "kafka.transaction.timeout.ms")
+        if timeout is not None and timeout < 1000:
+            raise OptionError(f"option 'kafka.transaction.timeout.ms' {timeout} is too short "
+                              "for a task's transaction; use at least 1000 (default 60000, "
+                              "at most the brokers' transaction.max.timeout.ms)")
+        if topic is None and state_topic is None:
+            raise OptionError("the exactly-once sink records each task's committed batch as "
+                              "an offset of partition 0 of one topic: give the 'topic' option "
+                              "or, when rows name their topics, the option "
+                              "'exactly.once.state.topic' (an existing topic)")
     return SinkOptions(
-        topic=topic or None,
-        client_config=client_settings(options, _SINK_REFUSED, "producer",
-                                      SINK_CLIENT_DEFAULTS),
+        topic=topic, client_config=client_config,
         checkpoint=_get(options, "checkpointLocation"),
+        delivery_guarantee=guarantee, transactional_id_prefix=prefix,
+        state_topic=state_topic or topic,
     )

@@ -1,4 +1,7 @@
-"""Skip re-running a micro-batch the sink already committed (the one replay we can detect).
+"""At-least-once mode: skip re-running a micro-batch the sink already committed.
+
+Used with ``delivery.guarantee=at-least-once`` only; the exactly-once sink records each
+task's batch id in its own transaction instead (:mod:`.txn_sink`).
 
 Spark runs micro-batch N, calls the sink's ``commit(N)`` on the driver, and only then records
 N in the checkpoint's commit log. A crash between the two makes Spark re-run N after the
@@ -8,7 +11,7 @@ and a write task of a re-run batch that finds its batch id there writes nothing.
 
 What this does not cover: a crash or task failure *while* a batch is being written. The
 records sent before it stay in the topic and the batch is written again (at-least-once);
-only transactions make that exactly-once. The marker needs the checkpoint on a file system
+the exactly-once mode covers that. The marker needs the checkpoint on a file system
 the executors see at the same path (local mode, or a shared mount); for other checkpoint
 locations (``hdfs://``, ``s3a://``) the sink is plainly at-least-once.
 """

@@ -59,7 +59,7 @@ class MoldauDataSource(DataSource):  # type: ignore[misc]
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # Complete output mode asks for overwrite; like Spark's Kafka sink, rows are appended.
-        options = parse_sink_options(self.options)
+        options = parse_sink_options(self.options, streaming=True)
         check_sink_schema(schema, options)
         check_sink_topic(options)
         return MoldauStreamWriter(options)

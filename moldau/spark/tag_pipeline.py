@@ -25,6 +25,10 @@ Record formats:
   An event whose value is not a JSON object still yields a tag record: ``id`` and ``event``
   are then null and ``raw`` holds the value as text.
 
+Tag records are written exactly once by default (``delivery_guarantee``): each task's part of
+a micro-batch commits in one transaction with its batch id, so a crash and a restart from the
+checkpoint never tag a source record twice for read_committed readers (docs/spark.md).
+
 Reference data is read when the query starts (a broadcast join), so changes are picked up
 by the next run; with ``--trigger available-now`` every scheduled run sees fresh data.
 """
@@ -62,6 +66,7 @@ class TagPipeline:
     trigger: str = "available-now"
     starting_offsets: str = "earliest"
     max_offsets_per_trigger: int | None = None
+    delivery_guarantee: str = "exactly-once"
     source_options: dict[str, str] = field(default_factory=dict)
     target_options: dict[str, str] = field(default_factory=dict)
 
@@ -81,6 +86,9 @@ class TagPipeline:
             raise ValueError(f"--key-field {self.key_field!r} must be a plain field name "
                              "(letters, digits, _ and -)")
         parse_trigger(self.trigger)
+        if self.delivery_guarantee not in ("exactly-once", "at-least-once"):
+            raise ValueError("--delivery-guarantee must be exactly-once or at-least-once, "
+                             f"not {self.delivery_guarantee!r}")
 
 
 def reference_format(path: str) -> str | None:
@@ -212,6 +220,7 @@ def start(spark: Any, p: TagPipeline) -> Any:
               .option("kafka.bootstrap.servers", p.target_bootstrap)
               .option("topic", p.target_topic)
               .option("checkpointLocation", p.checkpoint)
+              .option("delivery.guarantee", p.delivery_guarantee)
               .options(**p.target_options)
               .queryName(f"moldau-tag-{p.source_topic}-to-{p.target_topic}")
               .trigger(**parse_trigger(p.trigger)))

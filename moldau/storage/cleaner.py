@@ -24,8 +24,11 @@ delete.retention.ms``) and are removed by a later pass after the horizon. A batc
 all survive is copied byte for byte; otherwise it is rebuilt with its base offset, last offset
 delta, producer fields and codec kept, so offsets and idempotence state stay consistent. An
 idempotent producer's last batch is kept (empty if need be) so its sequence state survives.
-Transactional and control batches are kept verbatim and do not feed the offset map
-(conservative: aborted or committed transactional data is never compacted away).
+Transactions (:mod:`.cleaner_txn`, Kafka's rules): committed transactional data compacts like
+any data; aborted data is dropped and never feeds the offset map; control batches never feed
+it; a COMMIT/ABORT marker stays while batches of its transaction remain, then until its delete
+horizon (``delete.retention.ms``, as tombstones), then goes. The cleaned segment's
+``.txnindex`` keeps the entries of the ABORT markers it keeps with data.
 
 The offset map is a Python dict; ``max_map_entries`` bounds its size: when the dirty part has
 more distinct keys, the pass cleans up to the segment where the map filled.
@@ -45,7 +48,9 @@ from moldau.protocol.records.batch import (
 )
 from moldau.protocol.records.codec import decode_records, encode_record
 from moldau.protocol.records.compression import compress, decompress
+from moldau.protocol.records.control import EndTxnMarker, parse_end_txn_marker
 
+from .cleaner_txn import CleanedTxns
 from .fs import FileSystem, remove_files
 from .log import Log
 from .names import CLEANED_SUFFIX, SEGMENT_FILE_SUFFIXES, SWAP_SUFFIX, segment_file
@@ -71,6 +76,8 @@ class CleanResult:
     records_in: int = 0
     records_out: int = 0
     tombstones_removed: int = 0
+    aborted_records_removed: int = 0
+    markers_removed: int = 0
     aborted_reason: str | None = None
     map_entries: int = 0
     # Earliest delete horizon of a tombstone still in the log: a pass after it can drop it.
@@ -172,6 +179,7 @@ def clean_log(log: Log, now_ms: int, first_dirty_offset: int = 0, *,
         ]
         generation = log.generation
         producer_last = {pid: e.last_offset for pid, e in log.producer_state.producers.items()}
+        aborted = log.aborted_txns(log.log_start_offset, end)
         config = log.config
     try:
         if not sources or first_dirty >= end:
@@ -180,6 +188,7 @@ def clean_log(log: Log, now_ms: int, first_dirty_offset: int = 0, *,
         # 1. Offset map over the dirty part.
         offset_map: dict[bytes, int] = {}
         map_end = end
+        txns = CleanedTxns(aborted, first_dirty, end)
         for src in sources:
             seg = src.segment
             if seg.next_offset <= first_dirty:
@@ -189,8 +198,11 @@ def clean_log(log: Log, now_ms: int, first_dirty_offset: int = 0, *,
                 break
             for h, raw in _batches(fs, src):
                 last = h.base_offset + h.last_offset_delta
-                if last < first_dirty or h.is_transactional or h.is_control:
+                if h.is_control:
+                    txns.on_marker(h, _marker(h, raw))
                     continue
+                if txns.on_batch(h) or last < first_dirty:
+                    continue  # aborted data never shadows a committed write
                 for rec in _decode(h, raw):
                     if rec.key is not None and rec.offset >= first_dirty:
                         offset_map[rec.key] = rec.offset
@@ -203,10 +215,13 @@ def clean_log(log: Log, now_ms: int, first_dirty_offset: int = 0, *,
         groups = _group(sources, config.segment_bytes, config.max_index_entries)
         horizon = now_ms + config.delete_retention_ms
         outputs: list[tuple[list[_Source], Segment]] = []
+        # One walk over every group, in order: a marker may go only if no batch of its
+        # transaction is left anywhere before it, whichever group that batch landed in.
+        walk = CleanedTxns(aborted, sources[0].segment.base_offset, map_end)
         try:
             for group in groups:
                 outputs.append((group, _clean_group(log, group, offset_map, producer_last,
-                                                    now_ms, horizon, result)))
+                                                    now_ms, horizon, result, walk)))
         except BaseException:
             for _g, new in outputs:
                 _discard(fs, new)
@@ -231,6 +246,10 @@ def clean_log(log: Log, now_ms: int, first_dirty_offset: int = 0, *,
     finally:
         for src in sources:
             fs.close(src.fd)
+
+
+def _marker(h: BatchHeader, raw: memoryview) -> EndTxnMarker | None:
+    return parse_end_txn_marker(raw) if h.producer_id >= 0 and h.record_count else None
 
 
 def _decode(h: BatchHeader, raw: memoryview):
@@ -264,9 +283,10 @@ def _group(sources: list[_Source], max_bytes: int, max_entries: int) -> list[lis
 
 def _clean_group(log: Log, group: list[_Source], offset_map: dict[bytes, int],
                  producer_last: dict[int, int], now_ms: int, horizon: int,
-                 result: CleanResult) -> Segment:
+                 result: CleanResult, txns: CleanedTxns) -> Segment:
     fs = log._fs
     base = group[0].segment.base_offset
+    kept_before = len(txns.kept_entries)
     remove_files(fs, [segment_file(log.dir, base, kind, suffix)
                       for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX)
                       for kind in SEGMENT_FILE_SUFFIXES])
@@ -278,7 +298,8 @@ def _clean_group(log: Log, group: list[_Source], offset_map: dict[bytes, int],
         for src in group:
             result.bytes_in += src.size
             for h, raw in _batches(fs, src):
-                out = _filter_batch(h, raw, offset_map, producer_last, now_ms, horizon, result)
+                out = _filter_batch(h, raw, offset_map, producer_last, now_ms, horizon, result,
+                                    txns)
                 if out is None:
                     continue
                 data, max_ts = out
@@ -289,6 +310,8 @@ def _clean_group(log: Log, group: list[_Source], offset_map: dict[bytes, int],
                     pending, infos = bytearray(), []
         if infos:
             new.append(pending, infos)
+        for entry in txns.kept_entries[kept_before:]:
+            new.txn_index.append(entry)
         result.bytes_out += new.size
         new.on_become_inactive()
         new.flush()
@@ -298,16 +321,45 @@ def _clean_group(log: Log, group: list[_Source], offset_map: dict[bytes, int],
     return new
 
 
-def _filter_batch(h: BatchHeader, raw: memoryview, offset_map: dict[bytes, int],
-                  producer_last: dict[int, int], now_ms: int, horizon: int,
-                  result: CleanResult) -> tuple[bytes | memoryview, int] | None:
-    if h.is_transactional or h.is_control:
-        result.records_in += h.record_count
+def _filter_marker(h: BatchHeader, raw: memoryview, now_ms: int, horizon: int,
+                   result: CleanResult, txns: CleanedTxns
+                   ) -> tuple[bytes | memoryview, int] | None:
+    """A control batch: kept while its transaction has data, then until its horizon."""
+    result.records_in += h.record_count
+    has_horizon = bool(h.attributes & DELETE_HORIZON_BIT)
+    if not txns.on_marker(h, _marker(h, raw)):
         result.records_out += h.record_count
         return raw, h.max_timestamp
+    if has_horizon:
+        if now_ms >= h.base_timestamp:
+            result.markers_removed += 1
+            return None
+        result.note_horizon(h.base_timestamp)
+        result.records_out += h.record_count
+        return raw, h.max_timestamp
+    result.note_horizon(horizon)
+    records = _decode(h, raw)
+    result.records_out += len(records)
+    body = bytearray()
+    for rec in records:
+        encode_record(body, rec.offset - h.base_offset, rec.timestamp - horizon, rec.key,
+                      rec.value, rec.headers)
+    return _build_batch(h, bytes(body), len(records), horizon, h.max_timestamp,
+                        h.attributes | DELETE_HORIZON_BIT), h.max_timestamp
+
+
+def _filter_batch(h: BatchHeader, raw: memoryview, offset_map: dict[bytes, int],
+                  producer_last: dict[int, int], now_ms: int, horizon: int,
+                  result: CleanResult, txns: CleanedTxns
+                  ) -> tuple[bytes | memoryview, int] | None:
+    if h.is_control:
+        return _filter_marker(h, raw, now_ms, horizon, result, txns)
     has_horizon = bool(h.attributes & DELETE_HORIZON_BIT)
     records = _decode(h, raw)
     result.records_in += len(records)
+    if txns.on_batch(h):
+        result.aborted_records_removed += len(records)
+        records = []
     kept = []
     tombstones = False
     for rec in records:
@@ -326,7 +378,7 @@ def _filter_batch(h: BatchHeader, raw: memoryview, offset_map: dict[bytes, int],
     needs_horizon = tombstones and not has_horizon
     if tombstones:
         result.note_horizon(h.base_timestamp if has_horizon else horizon)
-    if len(kept) == len(records) and not needs_horizon:
+    if kept and len(kept) == len(records) and not needs_horizon:
         return raw, h.max_timestamp
     last_offset = h.base_offset + h.last_offset_delta
     if not kept:

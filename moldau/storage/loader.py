@@ -17,7 +17,9 @@
 4. Leader epochs come from ``leader-epoch-checkpoint``, are rebuilt from recovered batches and
    truncated to the log's range; a checkpoint that cannot be read stops the load with
    :class:`~.errors.LogDirError` (as Kafka takes the log dir offline). Producer state is loaded
-   from the newest snapshot and brought up to date from batch headers.
+   from the newest snapshot and brought up to date from batch headers; the aborted
+   transaction index (``.txnindex``) of every recovered segment holding markers is rebuilt on
+   the way from the ABORT markers replayed (from the newest snapshot at or below the first).
 """
 
 from __future__ import annotations
@@ -122,7 +124,7 @@ def _clean_stray_files(fs: FileSystem, directory: str, config: LogConfig, now: i
         base = offset_from_filename(name)
         seg = Segment(directory, base, fs, config, now, suffix=SWAP_SUFFIX)
         try:
-            recover_segment(seg)
+            recover_segment(seg, reset_txn_index=False)
             end = seg.next_offset
         finally:
             seg.close()
@@ -208,8 +210,13 @@ def load_log(
             stats.stray_files_removed += 1
     bases.sort()
 
+    # Recovered segments holding transaction markers: their .txnindex is rebuilt.
+    with_markers: set[int] = set()
+
     def on_batch(_pos: int, h: BatchHeader, _scanner: BatchScanner) -> None:
         epoch_cache.maybe_assign_from_batch(h.partition_leader_epoch, h.base_offset)
+        if h.is_control and h.producer_id >= 0:
+            with_markers.add(base)
 
     first_unflushed = max(bisect_right(bases, recovery_point) - 1, 0)
     segments: list[Segment] = []
@@ -267,6 +274,6 @@ def load_log(
               log_start_offset=log_start, recovery_point=new_recovery_point,
               high_watermark=high_watermark, epoch_cache=epoch_cache,
               producer_state=producer_state, fs=fs, time_ms=time_ms, rng=rng)
-    stats.producer_batches_replayed += log.rebuild_producer_state()
+    stats.producer_batches_replayed += log.rebuild_producer_state(with_markers)
     return log
 

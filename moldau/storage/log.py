@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from moldau.protocol.records.batch import CONTROL_BIT, BatchHeader, set_log_append_time
+from moldau.protocol.records.control import parse_end_txn_marker
 
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
@@ -38,14 +39,14 @@ from .errors import (
 from .fs import FileSystem, remove_files
 from .health import DISK_HEALTH, log_dir_of
 from .log_maintenance import LogMaintenance
+from .log_txn import LogTransactions
 from .producer_state import (
     ORIGIN_CLIENT,
     ORIGIN_REPLICATION,
-    CompletedTxn,
     ProducerAppend,
     ProducerStateEntry,
     ProducerStateManager,
-    parse_end_txn_marker,
+    VerificationGuard,
 )
 from .scan import validate_replicated
 from .segment import Segment
@@ -97,7 +98,7 @@ class TimestampAndOffset(NamedTuple):
     leader_epoch: int  # -1 when unknown
 
 
-class Log(LogMaintenance):
+class Log(LogMaintenance, LogTransactions):
     """A partition log in ``directory``; open one with :func:`moldau.storage.loader.load_log`."""
 
     def __init__(self, directory: str, topic: str, partition: int, config: LogConfig, *,
@@ -187,12 +188,14 @@ class Log(LogMaintenance):
         """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``."""
         with self._lock:
             self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+            self.producer_state.on_high_watermark_updated(self.high_watermark)
             return self.high_watermark
 
     # -- append ------------------------------------------------------------------------
     def append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader],
                leader_epoch: int, log_append_time_ms: int | None = None,
-               origin: str = ORIGIN_CLIENT) -> AppendInfo:
+               origin: str = ORIGIN_CLIENT, *,
+               verification_guard: VerificationGuard | None = None) -> AppendInfo:
         """Append validated batches as leader, assigning offsets in place in ``buf``.
 
         ``headers`` are the batch headers of ``buf`` in order, already validated (magic, CRC,
@@ -203,6 +206,7 @@ class Log(LogMaintenance):
         ``log_append_time_ms`` (or a topic with ``message.timestamp.type=LogAppendTime``)
         batches switch to LogAppendTime.
         ``origin`` is "client" (full idempotence checks) or "coordinator" (epoch checks only).
+        ``verification_guard``: see :meth:`ProducerStateManager.prepare` (KIP-890).
         A retried idempotent batch is not written again: the result has ``duplicate=True``
         and the original offsets.
         """
@@ -247,7 +251,8 @@ class Log(LogMaintenance):
                 )
             pending = None
             if has_pid:
-                pending = self._prepare_producers(buf, headers, first, origin)
+                pending = self._prepare_producers(buf, headers, first, origin,
+                                                  verification_guard)
                 dup = pending.duplicate
                 if dup is not None:
                     return AppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
@@ -338,7 +343,8 @@ class Log(LogMaintenance):
             return AppendInfo(first, last, max_ts, off_max, -1, self.log_start_offset)
 
     def _prepare_producers(self, buf: bytes | bytearray, headers: list[BatchHeader],
-                           first: int | None, origin: str) -> ProducerAppend:
+                           first: int | None, origin: str,
+                           guard: VerificationGuard | None = None) -> ProducerAppend:
         triples = []
         pos = 0
         off = first
@@ -351,7 +357,7 @@ class Log(LogMaintenance):
             pos += h.batch_length + 12
             if off is not None:
                 off += h.last_offset_delta + 1
-        return self.producer_state.prepare(triples, origin)
+        return self.producer_state.prepare(triples, origin, guard)
 
     def _write(self, buf: bytes | bytearray | memoryview | list[bytes | bytearray | memoryview],
                infos: list[tuple[int, int, int]]) -> None:
@@ -388,15 +394,6 @@ class Log(LogMaintenance):
                 self.epoch_cache.maybe_assign_from_batch(h.partition_leader_epoch, h.base_offset)
         if end - self.recovery_point >= self.config.flush_messages:
             self.flush()
-
-    def _complete_txns(self, completed: list[CompletedTxn]) -> None:
-        """Hook for transactions: a COMMIT/ABORT marker was appended.
-
-        Producer state already closed the transactions. This is where the aborted
-        transaction index (``.txnindex`` of the active segment: producer id, first offset,
-        last offset, last stable offset from ``producer_state.last_stable_offset(txn)``)
-        will be written for read_committed fetches; not built yet.
-        """
 
     # -- rolling -----------------------------------------------------------------------
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, max_ts: int) -> None:
@@ -577,7 +574,3 @@ class Log(LogMaintenance):
         producer expiry runs in a worker thread."""
         with self._lock:
             return [entry.copy() for entry in self.producer_state.producers.values()]
-
-    def first_unstable_offset(self) -> int | None:
-        """First offset of the oldest open transaction (LSO = min(HW, this))."""
-        return self.producer_state.first_unstable_offset()

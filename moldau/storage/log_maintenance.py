@@ -9,13 +9,15 @@ from __future__ import annotations
 import random
 import threading
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+
+from moldau.protocol.records.control import parse_end_txn_marker
 
 from .config import LogConfig
 from .epoch_cache import LeaderEpochCache
 from .errors import KafkaStorageError, OffsetOutOfRange
 from .fs import FileSystem, fsync_handles, remove_files
-from .producer_state import ProducerStateManager, parse_end_txn_marker
+from .producer_state import ProducerStateManager
 from .retention import (
     Predicate,
     deletable_segments,
@@ -24,6 +26,7 @@ from .retention import (
     retention_size_breached,
 )
 from .segment import Segment
+from .txn_index import AbortedTxn
 
 
 class LogMaintenance:
@@ -114,6 +117,7 @@ class LogMaintenance:
             if new.size:
                 self._fs.ftruncate(new.fd, 0)
                 new.size = 0
+            new.txn_index.reset()
             new.open_for_append()
             new.adopt(self._lock)
         except OSError as exc:
@@ -129,13 +133,15 @@ class LogMaintenance:
         self.epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
 
-    def rebuild_producer_state(self) -> int:
+    def rebuild_producer_state(self, recovered: Collection[int] = ()) -> int:
         """Reload producer state from the newest snapshot <= log end and replay batch headers
-        after it. Returns the number of batches replayed."""
+        after it. Segments whose base offset is in ``recovered`` were rebuilt by recovery:
+        the ABORT markers replayed in them re-enter their ``.txnindex`` (replay then starts
+        no later than the first of them). Returns the number of batches replayed."""
         with self._lock:
             ps = self.producer_state
             leo = self.log_end_offset
-            snap = ps.load_latest_snapshot(leo)
+            snap = ps.load_latest_snapshot(min([leo, *recovered]))
             start = max(snap if snap is not None else self.log_start_offset,
                         self._segments[0].base_offset)
             ps.map_end_offset = start
@@ -150,9 +156,14 @@ class LogMaintenance:
                     marker = None
                     if h.is_control and h.producer_id >= 0:
                         marker = parse_end_txn_marker(walker.read_batch(pos, h))
-                    ps.apply_replicated(h, marker)
+                    for txn in ps.apply_replicated(h, marker):
+                        if txn.is_aborted and seg.base_offset in recovered:
+                            seg.txn_index.append(AbortedTxn(
+                                txn.producer_id, txn.first_offset, txn.last_offset,
+                                ps.last_stable_offset(txn)))
                     replayed += 1
             ps.map_end_offset = leo
+            ps.on_high_watermark_updated(self.high_watermark)
             ps.remove_expired(self._time_ms())
             return replayed
 

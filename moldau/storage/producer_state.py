@@ -40,7 +40,7 @@ from crc32c import crc32c
 
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.records.batch import BatchHeader
-from moldau.protocol.records.codec import decode_batch
+from moldau.protocol.records.control import EndTxnMarker
 
 from .errors import CorruptSnapshot, ProducerStateError
 from .fs import FileSystem
@@ -136,14 +136,6 @@ class CompletedTxn:
     is_aborted: bool
 
 
-@dataclass(slots=True, frozen=True)
-class EndTxnMarker:
-    """The decoded record of a control batch (key: version, type; value: version, epoch)."""
-
-    is_commit: bool
-    coordinator_epoch: int
-
-
 @dataclass(slots=True)
 class ProducerAppend:
     """Validated, not yet applied, producer state changes of one log append."""
@@ -151,6 +143,22 @@ class ProducerAppend:
     updated: dict[int, ProducerStateEntry] = field(default_factory=dict)
     completed_txns: list[CompletedTxn] = field(default_factory=list)
     duplicate: BatchMetadata | None = None
+    # Producers whose verification guard this append ends (a transactional write, a marker
+    # or a new epoch).
+    ended_guards: set[int] = field(default_factory=set)
+
+
+class VerificationGuard:
+    """The token of one KIP-890 verification: only the latest token of a producer id opens its
+    transaction on the partition; an end marker or a new epoch in between makes it stale."""
+
+    __slots__ = ("producer_id",)
+
+    def __init__(self, producer_id: int) -> None:
+        self.producer_id = producer_id
+
+    def __repr__(self) -> str:
+        return f"VerificationGuard(producer {self.producer_id})"
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -173,6 +181,11 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         # producer id -> first offset of its open transaction
         self.ongoing_txns: dict[int, int] = {}
+        # first offset -> a transaction whose marker is not yet below the high watermark
+        # (Kafka's unreplicatedTxns): it still bounds the last stable offset.
+        self.unreplicated_txns: dict[int, CompletedTxn] = {}
+        # producer id -> the guard of its verification in flight (memory only, KIP-890)
+        self._guards: dict[int, VerificationGuard] = {}
         self.map_end_offset = 0
 
     # -- append path -------------------------------------------------------------------
@@ -180,12 +193,16 @@ class ProducerStateManager:
         self,
         batches: list[tuple[BatchHeader, int, EndTxnMarker | None]],
         origin: str = ORIGIN_CLIENT,
+        verification_guard: VerificationGuard | None = None,
     ) -> ProducerAppend:
         """Validate ``(header, first_offset, marker)`` triples of batches about to be appended.
 
         ``first_offset`` is the offset the batch will get (the header's own base offset may
         still be the client's 0). Control batches carry their decoded ``marker``. Stops at the
         first duplicate batch of a client append (the whole append is then answered from it).
+        With a ``verification_guard`` (a produce the coordinator verified), a batch that opens
+        a transaction needs that guard to still be its producer's current one
+        (INVALID_TXN_STATE otherwise: a marker or a new epoch came in between).
         """
         result = ProducerAppend()
         updated = result.updated
@@ -206,6 +223,17 @@ class ProducerStateManager:
                 entry = current.copy() if current is not None else ProducerStateEntry(pid)
                 updated[pid] = entry
             last_offset = first_offset + header.last_offset_delta
+            if header.is_transactional or header.producer_epoch != entry.producer_epoch:
+                result.ended_guards.add(pid)
+            if (verification_guard is not None and header.is_transactional
+                    and not header.is_control and entry.current_txn_first_offset < 0
+                    and self._guards.get(pid) is not verification_guard):
+                raise _fail(
+                    ErrorCode.invalid_txn_state,
+                    f"Partition {self.name} was not added to the transaction of producer "
+                    f"{pid}: its verification is stale (the transaction ended or the epoch "
+                    "changed meanwhile)",
+                )
             if header.is_control:
                 if marker is None:
                     continue  # an empty control batch: its transaction was cleaned away
@@ -285,23 +313,58 @@ class ProducerStateManager:
                 self.ongoing_txns[pid] = entry.current_txn_first_offset
             else:
                 self.ongoing_txns.pop(pid, None)
+        for txn in append.completed_txns:
+            self.unreplicated_txns[txn.first_offset] = txn
+        for pid in append.ended_guards:
+            self._guards.pop(pid, None)
+
+    # -- KIP-890 verification and the high watermark ---------------------------------------
+    def begin_verification(self, producer_id: int) -> VerificationGuard:
+        """Start verifying ``producer_id``'s first transactional write here; the guard goes
+        to :meth:`prepare` once the coordinator confirmed the partition is in the txn."""
+        guard = self._guards.get(producer_id)
+        if guard is None:
+            guard = self._guards[producer_id] = VerificationGuard(producer_id)
+        return guard
+
+    def verification_guard(self, producer_id: int) -> VerificationGuard | None:
+        """The guard of ``producer_id``'s verification in flight, if any."""
+        return self._guards.get(producer_id)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Transactions whose marker is now below the high watermark stop bounding the LSO."""
+        if self.unreplicated_txns:
+            for first in [f for f, t in self.unreplicated_txns.items()
+                          if t.last_offset < high_watermark]:
+                del self.unreplicated_txns[first]
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
 
-    def apply_replicated(self, header: BatchHeader, marker: EndTxnMarker | None) -> None:
-        """Rebuild path: apply one batch from the log without validation."""
+    def apply_replicated(self, header: BatchHeader, marker: EndTxnMarker | None
+                         ) -> list[CompletedTxn]:
+        """Rebuild path: apply one batch from the log without validation; the transactions
+        its marker completed."""
+        completed: list[CompletedTxn] = []
         if header.producer_id >= 0:
-            self.commit(self.prepare([(header, header.base_offset, marker)], ORIGIN_REPLICATION))
+            append = self.prepare([(header, header.base_offset, marker)], ORIGIN_REPLICATION)
+            self.commit(append)
+            completed = append.completed_txns
         self.map_end_offset = header.next_offset
+        return completed
 
     # -- queries -----------------------------------------------------------------------
     def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
         return self.producers.get(producer_id)
 
     def first_unstable_offset(self) -> int | None:
-        """First offset of the oldest open transaction (bounds the last stable offset)."""
-        return min(self.ongoing_txns.values()) if self.ongoing_txns else None
+        """First offset of the oldest transaction that is open or whose marker is not yet
+        replicated (below the high watermark): the last stable offset cannot pass it."""
+        ongoing, unreplicated = self.ongoing_txns, self.unreplicated_txns
+        if not unreplicated:
+            return min(ongoing.values()) if ongoing else None
+        first = min(unreplicated)
+        return min(first, min(ongoing.values())) if ongoing else first
 
     def last_stable_offset(self, completed: CompletedTxn) -> int:
         """LSO once ``completed`` ends: the next open transaction's start, else its end + 1
@@ -322,6 +385,8 @@ class ProducerStateManager:
     def clear(self) -> None:
         self.producers.clear()
         self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+        self._guards.clear()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.clear()
@@ -434,25 +499,3 @@ def decode_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:
         raise CorruptSnapshot("producer snapshot has trailing bytes")
     return out
 
-
-def parse_end_txn_marker(
-    batch: bytes | bytearray | memoryview, pos: int = 0
-) -> EndTxnMarker | None:
-    """Decode the single control record of a control batch at ``pos`` (None if empty/unknown).
-
-    Only transaction markers (type 0 ABORT, 1 COMMIT) end transactions; other control types
-    (e.g. KRaft's LeaderChange) return None.
-    """
-    decoded = decode_batch(batch, pos)
-    if not decoded.records:
-        return None
-    record = decoded.records[0]
-    if record.key is None or len(record.key) < 4:
-        return None
-    _version, ctype = struct.unpack_from(">hh", record.key, 0)
-    if ctype not in (0, 1):
-        return None
-    coordinator_epoch = -1
-    if record.value is not None and len(record.value) >= 6:
-        coordinator_epoch = struct.unpack_from(">i", record.value, 2)[0]
-    return EndTxnMarker(is_commit=ctype == 1, coordinator_epoch=coordinator_epoch)

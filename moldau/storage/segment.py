@@ -1,4 +1,5 @@
-"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex`` (Kafka's LogSegment).
+"""One log segment: ``<base>.log`` plus its ``.index``, ``.timeindex`` and ``.txnindex``
+(Kafka's LogSegment).
 
 The ``.log`` file holds record batches exactly as they travel on the wire. Positions of batches
 are found through the sparse offset index plus a short walk of batch headers (bounded by
@@ -43,6 +44,7 @@ from .names import (
     segment_file,
 )
 from .scan import MIN_BATCH_LENGTH, BatchScanner
+from .txn_index import TransactionIndex
 
 _WALK_CHUNK = 16 << 10
 # Reads at least this large come from a memory map instead of pread (no copy), if the
@@ -67,6 +69,7 @@ class Segment:
         "bytes_since_index", "created_ms", "dir", "index", "index_interval", "log_path",
         "max_timestamp", "next_offset", "offset_of_max_timestamp", "owner_lock",
         "roll_jitter_ms", "rolling_ts", "size", "suffix", "tail_last", "tail_pos", "time_index",
+        "txn_index",
     )
 
     def __init__(self, directory: str, base_offset: int, fs: FileSystem, config: LogConfig,
@@ -88,6 +91,9 @@ class Segment:
         self.time_index = TimeIndex(segment_file(directory, base_offset, TIME_INDEX_SUFFIX,
                                                  suffix),
                                     base_offset, config.max_time_index_entries, fs)
+        # The aborted transactions whose markers landed here (file created at the first).
+        self.txn_index = TransactionIndex(
+            segment_file(directory, base_offset, TXN_INDEX_SUFFIX, suffix), fs)
         self.index_interval = config.index_interval_bytes
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -206,8 +212,7 @@ class Segment:
         self._close_handles()
 
     def file_paths(self) -> list[str]:
-        names = [self.log_path, self.index.path, self.time_index.path,
-                 segment_file(self.dir, self.base_offset, TXN_INDEX_SUFFIX, self.suffix)]
+        names = [self.log_path, self.index.path, self.time_index.path, self.txn_index.path]
         return [p for p in names if self._fs.exists(p)]
 
     def rename_suffix(self, new_suffix: str) -> None:
@@ -220,6 +225,8 @@ class Segment:
         self.index.path = segment_file(self.dir, self.base_offset, INDEX_SUFFIX, new_suffix)
         self.time_index.path = segment_file(self.dir, self.base_offset, TIME_INDEX_SUFFIX,
                                             new_suffix)
+        self.txn_index.path = segment_file(self.dir, self.base_offset, TXN_INDEX_SUFFIX,
+                                           new_suffix)
 
     def mark_deleted(self) -> list[str]:
         """Close and rename the files to ``.deleted``; returns the new paths to remove later.
@@ -233,6 +240,8 @@ class Segment:
         so a flush in another thread never touches an fd the log may close meanwhile. Pending
         index entries of the active segment are written here."""
         paths = [self.index.path, self.time_index.path]
+        if self.txn_index.exists():
+            paths.append(self.txn_index.path)
         if not self.active:
             # An older segment no longer changes: fsync it by path, one descriptor at a time
             # (a flush after many rolls must not hold one descriptor per segment at once).
@@ -460,6 +469,7 @@ class Segment:
         self.forget_tail()
         self.index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         self.bytes_since_index = 0
         if found is None:
             return 0

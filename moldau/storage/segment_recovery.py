@@ -3,7 +3,8 @@ LogSegment.recover), which the loader runs; the segment's read and append paths 
 :mod:`moldau.storage.segment`.
 
 A segment of a cleanly shut down log only has its index files loaded and checked against the
-tail of its ``.log`` (:func:`load_indexes`); any other segment is scanned batch by batch with
+tail of its ``.log`` (:func:`load_indexes`, which also checks the ``.txnindex`` is whole
+entries); any other segment is scanned batch by batch with
 CRC checks, truncated at the first bad or partial batch, and its indexes rebuilt
 (:func:`recover`).
 """
@@ -26,6 +27,7 @@ def load_indexes(segment: Segment) -> bool:
     try:
         index.load(segment.size)
         time_index.load()
+        segment.txn_index.sanity_check()
     except (CorruptIndex, FileNotFoundError):
         return False
     if segment.size == 0 and (index.rel or time_index.rel):
@@ -51,13 +53,18 @@ def load_indexes(segment: Segment) -> bool:
 
 
 def recover(segment: Segment,
-            on_batch: Callable[[int, BatchHeader, BatchScanner], None] | None = None
-            ) -> tuple[int, BatchScanner]:
+            on_batch: Callable[[int, BatchHeader, BatchScanner], None] | None = None,
+            *, reset_txn_index: bool = True) -> tuple[int, BatchScanner]:
     """Rebuild indexes from a CRC-verified scan, truncating at the first bad batch.
 
+    The ``.txnindex`` is emptied (``reset_txn_index``): the log's producer state rebuild
+    writes its entries again from the markers it replays (``Log.rebuild_producer_state``).
+    A cleaner's ``.swap`` segment keeps the index the cleaner wrote.
     Returns (bytes truncated, the scanner with its statistics).
     """
     index, time_index, fs = segment.index, segment.time_index, segment.fs
+    if reset_txn_index:
+        segment.txn_index.reset()
     was_active = segment.active
     segment.forget_tail()
     index.appendable = False

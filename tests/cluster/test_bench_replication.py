@@ -8,7 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from bench import replication
+
+# a benchmark smoke run of ~25 s: the slow suite (`make test` runs it after the default one).
+pytestmark = pytest.mark.slow
 
 
 def test_replication_benchmark_runs_every_part_and_writes_its_report(tmp_path: Path) -> None:

@@ -38,6 +38,9 @@ from moldau.wire.connection import BrokerConnection
 
 from .conftest import ClusterFactory
 
+# ~40 s of three-broker clusters: the slow suite (`make test` runs it after the default one).
+pytestmark = pytest.mark.slow
+
 wait_until = functools.partial(wait_for, interval=0.2)
 SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 RACKS = {1: "a", 2: "b", 3: "c"}

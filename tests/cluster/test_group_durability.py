@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from moldau.broker.group.partitioning import partition_for
 from moldau.testing.cluster import BrokerCluster
 from moldau.testing.processes import terminate
@@ -372,6 +374,7 @@ def test_aiokafka_group_keeps_its_offsets_when_the_coordinator_broker_is_killed(
 # -- kafkajs -------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # ~85 s (kafkajs waits out its session timeouts): the slow suite
 def test_kafkajs_group_keeps_its_offsets_when_the_coordinator_broker_is_killed(
         cluster_factory: ClusterFactory, tmp_path: Path) -> None:
     """Three tests/compat/js/group_worker.js processes (kafkajs consumes only through

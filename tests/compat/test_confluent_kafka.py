@@ -153,7 +153,11 @@ def test_batches_stored_as_sent(produced: Produced, kafka_endpoint: KafkaEndpoin
         pytest.skip("endpoint exposes no log directory")
     batches = stored_batches(kafka_endpoint.log_dir, produced.topic)
     assert sum(h.record_count for h in batches) == N_RECORDS
-    assert {h.compression for h in batches} == {CODEC_IDS[produced.codec]}
+    codec = CODEC_IDS[produced.codec]
+    # librdkafka sends a batch uncompressed when compressing would make it larger, which
+    # happens to a batch of one or two records (seen under load): only those may differ.
+    assert {h.compression for h in batches if h.record_count > 2} == {codec}
+    assert {h.compression for h in batches} <= {codec, 0}
     producer_ids = {h.producer_id for h in batches}
     if produced.idempotent:
         assert len(producer_ids) == 1 and min(producer_ids) >= 0

@@ -220,3 +220,52 @@ def test_pipeline_command_checks_its_flags_before_starting_spark(tmp_path) -> No
     helptext = subprocess.run([*base[:5], "--help"], capture_output=True, text=True,
                               timeout=60).stdout
     assert "--address-map" in helptext and "--reference-topic" in helptext
+
+
+def test_sink_delivery_guarantee_options() -> None:
+    stream = parse_sink_options({**BOOT, "topic": "out"}, streaming=True)
+    assert stream.exactly_once and stream.state_topic == "out"
+    assert stream.transactional_id_prefix == "moldau-spark-"
+    batch = parse_sink_options({**BOOT, "topic": "out"})
+    assert not batch.exactly_once, "a batch write has no batch id: at-least-once"
+    with pytest.raises(OptionError, match=r"exactly-once needs a streaming write"):
+        parse_sink_options({**BOOT, "topic": "out", "delivery.guarantee": "exactly-once"})
+    loose = parse_sink_options({**BOOT, "topic": "out", "delivery.guarantee": "AT-LEAST-ONCE"},
+                               streaming=True)
+    assert not loose.exactly_once
+    with pytest.raises(OptionError, match=r"'delivery.guarantee' must be exactly-once or "
+                                          r"at-least-once, not 'once'"):
+        parse_sink_options({**BOOT, "topic": "out", "delivery.guarantee": "once"},
+                           streaming=True)
+    # Rows that name their topics need a state topic for the batch ids.
+    with pytest.raises(OptionError, match=r"exactly.once.state.topic"):
+        parse_sink_options(dict(BOOT), streaming=True)
+    routed = parse_sink_options({**BOOT, "exactly.once.state.topic": "sink-state",
+                                 "transactional.id.prefix": "tags-"}, streaming=True)
+    assert routed.state_topic == "sink-state" and routed.transactional_id_prefix == "tags-"
+    timed = parse_sink_options({**BOOT, "topic": "o", "kafka.transaction.timeout.ms": "20000"},
+                               streaming=True)
+    assert timed.producer_config()["transaction.timeout.ms"] == "20000"
+    with pytest.raises(OptionError, match=r"kafka.transaction.timeout.ms' 10 is too short"):
+        parse_sink_options({**BOOT, "topic": "o", "kafka.transaction.timeout.ms": "10"},
+                           streaming=True)
+    with pytest.raises(OptionError, match=r"'transactional.id.prefix' must not be empty"):
+        parse_sink_options({**BOOT, "topic": "o", "transactional.id.prefix": ""},
+                           streaming=True)
+    with pytest.raises(OptionError, match=r"kafka.transactional.id.*transactional.id.prefix"):
+        parse_sink_options({**BOOT, "topic": "o", "kafka.transactional.id": "mine"},
+                           streaming=True)
+
+
+def test_transactional_ids_and_fencing_errors() -> None:
+    from moldau.client.errors import BrokerError, ErrorCode, ProducerFenced
+    from moldau.spark.txn_sink import is_fenced, transactional_id
+
+    assert transactional_id("moldau-spark-", "4f1c", 3) == "moldau-spark-4f1c-3"
+    assert is_fenced(ProducerFenced(ErrorCode.producer_fenced))
+    assert is_fenced(BrokerError(ErrorCode.invalid_producer_epoch))
+    wrapped = RuntimeError("commit failed")
+    wrapped.__cause__ = BrokerError(ErrorCode.producer_fenced)
+    assert is_fenced(wrapped)
+    assert not is_fenced(BrokerError(ErrorCode.invalid_txn_state))
+    assert not is_fenced(TimeoutError())

@@ -279,6 +279,24 @@ BROKER_CONFIGS: list[ConfigDef] = [
               "min.insync.replicas of __transaction_state.", [at_least(1)]),
     ConfigDef("transaction.max.timeout.ms", "int", 900000,
               "Largest transaction timeout.", [at_least(1)]),
+    # --- transaction coordinator (issue 14) ---------------------------------------------
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", "int", 10000,
+              "How often the coordinator aborts transactions older than their timeout.",
+              [at_least(1)]),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", "int", 3600000,
+              "How often idle transactional ids past transactional.id.expiration.ms are "
+              "removed.", [at_least(1)]),
+    ConfigDef("transaction.state.log.segment.bytes", "int", 104857600,
+              "segment.bytes of __transaction_state.", [at_least(1)]),
+    ConfigDef("transaction.state.log.load.buffer.size", "int", 5242880,
+              "Accepted for Kafka compatibility; loading reads batch by batch.",
+              [at_least(1)]),
+    ConfigDef("transaction.partition.verification.enable", "bool", True,
+              "Leaders verify with the coordinator before a transaction's first write to a "
+              "partition (KIP-890)."),
+    ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000,
+              "How often idle producer ids past producer.id.expiration.ms are forgotten.",
+              [at_least(1)]),
 ]
 
 

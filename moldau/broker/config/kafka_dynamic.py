@@ -151,9 +151,6 @@ _KAFKA_ONLY: list[tuple[ConfigDef, str]] = [
     # --- metrics, producer state, remote storage
     (ConfigDef("metric.reporters", "list", "org.apache.kafka.common.metrics.JmxReporter",
                "Metrics reporter classes."), METRICS),
-    (ConfigDef("transaction.partition.verification.enable", "bool", True,
-               "Verify a partition is in a transaction before writing transactional "
-               "records."), PRODUCER),
     (ConfigDef("remote.log.index.file.cache.total.size.bytes", "long", 1073741824,
                "Cache of remote index files.", [at_least(1)]), REMOTE),
     (ConfigDef("remote.fetch.max.wait.ms", "int", 500, "Wait of a remote fetch.",
@@ -183,6 +180,7 @@ _ALSO_MOLDAU: dict[str, str] = {
     "num.network.threads": THREADS, "num.io.threads": THREADS, "num.replica.fetchers": THREADS,
     "num.recovery.threads.per.data.dir": THREADS,
     "log.cleaner.backoff.ms": CLEANER, "producer.id.expiration.ms": PRODUCER,
+    "transaction.partition.verification.enable": PRODUCER,
     "max.connections": SOCKET,
     # DynamicLogConfig: the first broker synonym of each topic config
     **{name: LOG for name in (

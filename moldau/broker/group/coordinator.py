@@ -1,11 +1,14 @@
-"""The group coordinator: which groups this broker coordinates, loading them from
-``__consumer_offsets``, and writing their records back.
+"""The group coordinator: the groups of the ``__consumer_offsets`` partitions this broker
+leads, on the coordinator runtime.
 
-A broker coordinates the groups whose ``__consumer_offsets`` partition it leads. When it becomes
-leader of such a partition it loads it (replays every record into a :class:`GroupShard`);
-requests for a group whose shard is still loading get COORDINATOR_LOAD_IN_PROGRESS, requests
-for groups of partitions led elsewhere get NOT_COORDINATOR. The protocols live in their own
-modules: :mod:`.classic_protocol`, :mod:`.consumer_ops`, :mod:`.offsets`, :mod:`.admin`.
+Loading, unloading, writing and background tasks are the runtime's
+(:class:`moldau.broker.coordinator.runtime.CoordinatorRuntime`, shared with the transaction
+coordinator): a broker coordinates the groups whose partition it leads, requests for a group
+whose shard is still loading get COORDINATOR_LOAD_IN_PROGRESS, requests for groups of
+partitions led elsewhere NOT_COORDINATOR. This class is the runtime's listener (timers start
+when a shard is loaded, parked requests are answered when it goes) and the entry to the
+protocols, which live in their own modules: :mod:`.classic_protocol`, :mod:`.consumer_ops`,
+:mod:`.offsets`, :mod:`.txn_offsets`, :mod:`.admin`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from ...protocol.errors import ErrorCode
-from ...protocol.records.codec import decode_batch
+from ..coordinator.errors import append_error
+from ..coordinator.runtime import CoordinatorRuntime
+from ..coordinator.shard import ShardListener
 from ..metadata.image import MetadataImage
 from .admin import GroupAdmin
 from .classic import ClassicGroup, ClassicState
@@ -26,47 +31,22 @@ from .consumer_ops import ConsumerProtocol
 from .errors import GroupError
 from .locks import GroupLocks
 from .offsets import OffsetManager
-from .offsets_log import OffsetsLog, OffsetsLogError, records_batch
-from .partitioning import OFFSETS_TOPIC, partition_for
-from .records import Key, Value, decode_key, decode_value, encode_key, encode_value
+from .offsets_log import OffsetsLog
+from .partitioning import OFFSETS_TOPIC
+from .records import Key, Value, encode_key, encode_value
 from .shard import Group, GroupShard
 from .timer import Timer
-from .wire import MAX_CLASSIC_STRING, RecordFormatError, StringTooLong, fits_classic
+from .txn_offsets import TxnOffsetManager
+from .wire import MAX_CLASSIC_STRING, StringTooLong, fits_classic
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# How Kafka maps a failed append to __consumer_offsets to what the group client sees.
-_APPEND_ERRORS = {
-    ErrorCode.unknown_topic_or_partition: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas: ErrorCode.coordinator_not_available,
-    ErrorCode.not_enough_replicas_after_append: ErrorCode.coordinator_not_available,
-    ErrorCode.request_timed_out: ErrorCode.coordinator_not_available,
-    ErrorCode.not_leader_or_follower: ErrorCode.not_coordinator,
-    ErrorCode.kafka_storage_error: ErrorCode.not_coordinator,
-    ErrorCode.message_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.record_list_too_large: ErrorCode.unknown_server_error,
-    ErrorCode.invalid_fetch_size: ErrorCode.unknown_server_error,
-}
-# An offset commit too large for the log is the client's to fix (Kafka's storeOffsets).
-_COMMIT_ERRORS = {
-    ErrorCode.message_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.record_list_too_large: ErrorCode.invalid_commit_offset_size,
-    ErrorCode.invalid_fetch_size: ErrorCode.invalid_commit_offset_size,
-}
+__all__ = ["GroupCoordinator", "append_error"]
 
 
-def append_error(code: int, *, commit: bool = False) -> ErrorCode:
-    """The group-facing error for an append that failed with ``code`` (``commit``: the
-    append held offset commits)."""
-    error = ErrorCode(code)
-    if commit and error in _COMMIT_ERRORS:
-        return _COMMIT_ERRORS[error]
-    return _APPEND_ERRORS.get(error, error)
-
-
-class GroupCoordinator:
+class GroupCoordinator(ShardListener[GroupShard]):
     """Groups and offsets of the ``__consumer_offsets`` partitions this broker leads."""
 
     def __init__(self, config: GroupConfig, offsets_log: OffsetsLog, timer: Timer, *,
@@ -77,31 +57,49 @@ class GroupCoordinator:
         self.timer = timer
         self.node_id = node_id
         self.image = image
-        # Whether this broker is fenced (leads nothing, so coordinates nothing).
-        self.fenced = fenced
-        self.shards: dict[int, GroupShard] = {}
-        self.loading: set[int] = set()
-        self.tasks: set[asyncio.Task[Any]] = set()
-        # The pending creation of __consumer_offsets that lookups join (group/service.py).
-        self.offsets_topic_creation: asyncio.Task[Any] | None = None
+        self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
+            OFFSETS_TOPIC, offsets_log, timer, node_id=node_id, image=image,
+            new_shard=lambda p, epoch: GroupShard(p, epoch, timer.now_ms), listener=self,
+            default_partitions=config.offsets_topic_num_partitions, fenced=fenced)
         self.classic = ClassicProtocol(self)
         self.consumer = ConsumerProtocol(self)
         self.offsets = OffsetManager(self)
+        self.txn_offsets = TxnOffsetManager(self)
         self.admin = GroupAdmin(self)
-        self.locks = GroupLocks()
         self.closed = False
 
-    # --- placement ---------------------------------------------------------------------
+    # --- the runtime's, under the names the protocols use --------------------------------
+    @property
+    def shards(self) -> dict[int, GroupShard]:
+        return self.runtime.shards
+
+    @property
+    def loading(self) -> set[int]:
+        return self.runtime.loading
+
+    @property
+    def tasks(self) -> set[asyncio.Task[Any]]:
+        return self.runtime.tasks
+
+    @property
+    def locks(self) -> GroupLocks:
+        return self.runtime.locks
+
+    @property
+    def fenced(self) -> Callable[[], bool]:
+        return self.runtime.fenced
+
+    @fenced.setter
+    def fenced(self, fenced: Callable[[], bool]) -> None:
+        self.runtime.fenced = fenced
+
     @property
     def num_partitions(self) -> int:
         """Partitions of ``__consumer_offsets`` (the real topic's, once it exists)."""
-        topic = self.image().topics_by_name.get(OFFSETS_TOPIC)
-        if topic is not None and topic.partitions:
-            return len(topic.partitions)
-        return self.config.offsets_topic_num_partitions
+        return self.runtime.num_partitions
 
     def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        return self.runtime.partition_of(group_id)
 
     def shard_of_group(self, group_id: str) -> GroupShard:
         """The loaded shard of ``group_id``; raises INVALID_GROUP_ID for a group id no record
@@ -112,21 +110,11 @@ class GroupCoordinator:
             raise GroupError(ErrorCode.invalid_group_id,
                              f"group id of {len(group_id.encode())} bytes is longer than the "
                              f"{MAX_CLASSIC_STRING} bytes a __consumer_offsets key holds")
-        partition = self.partition_of(group_id)
-        shard = self.shards.get(partition)
-        if shard is not None:
-            return shard
-        if partition in self.loading:
-            raise GroupError(ErrorCode.coordinator_load_in_progress,
-                             f"__consumer_offsets-{partition} is still loading")
-        raise GroupError(ErrorCode.not_coordinator,
-                         f"this broker does not lead __consumer_offsets-{partition}")
+        return self.runtime.shard(self.partition_of(group_id))
 
     def check_loaded(self, shard: GroupShard) -> None:
         """Raise NOT_COORDINATOR if ``shard`` was unloaded (e.g. while a request waited)."""
-        if self.shards.get(shard.partition) is not shard:
-            raise GroupError(ErrorCode.not_coordinator,
-                             f"lost leadership of __consumer_offsets-{shard.partition}")
+        self.runtime.check_loaded(shard)
 
     def serves(self, group: Group) -> bool:
         """Whether this coordinator still serves ``group``: its shard is loaded and holds this
@@ -139,40 +127,38 @@ class GroupCoordinator:
             for group in list(shard.groups.values()):
                 yield shard, group
 
-    # --- tasks -------------------------------------------------------------------------
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         """Run ``coro`` in the background; it is cancelled when the coordinator closes."""
-        task = asyncio.ensure_future(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self.tasks.discard(task)
-        if task.cancelled():
-            return
-        exc = task.exception()
-        if isinstance(exc, GroupError):
-            log.debug("group change answered %s: %s", exc.code.name, exc)
-        elif exc is not None:
-            log.error("group coordinator task failed", exc_info=exc)
+        return self.runtime.spawn(coro)
 
     async def run(self, change: Coroutine[Any, Any, T]) -> T:
-        """Run a request's change (plan, write, apply) to its end even if the request goes
-        away meanwhile: a batch that reached the log must reach memory too. Its result or
-        GroupError is the request's."""
-        return await asyncio.shield(self.spawn(change))
+        """Run a request's change to its end even if the request goes away meanwhile."""
+        return await self.runtime.run(change)
+
+    async def load(self, partition: int) -> None:
+        """Become coordinator of ``partition``: replay its records, then serve its groups."""
+        await self.runtime.load(partition)
+
+    def unload(self, partition: int) -> None:
+        """Stop coordinating ``partition`` (leadership moved)."""
+        self.runtime.unload(partition)
+
+    def sync_leadership(self) -> None:
+        """Load the partitions this broker now leads, unload the ones it lost."""
+        self.runtime.sync_leadership()
 
     # --- writing -----------------------------------------------------------------------
     async def write(self, shard: GroupShard, records: Sequence[tuple[Key, Value | None]], *,
-                    commit: bool = False) -> int:
+                    commit: bool = False, txn: tuple[int, int] | None = None,
+                    verification_guard: object | None = None) -> int:
         """Append ``records`` to the shard's partition as one batch; returns its base offset.
 
         Every change to a group goes through here *before* it is applied to memory, so memory
-        never holds what the log does not (Kafka's CoordinatorRuntime writes, then the shard
-        replays). Raises GroupError with the group-facing error (chained to the append's) when
-        the append fails or the shard was unloaded meanwhile; ``commit`` selects the errors of
-        an offset commit."""
+        never holds what the log does not. Raises GroupError with the group-facing error
+        (chained to the append's) when the append fails or the shard was unloaded meanwhile;
+        ``commit`` selects the errors of an offset commit, ``txn=(producer_id, epoch)`` writes
+        a transactional batch (TxnOffsetCommit, with the ``verification_guard`` of
+        ``runtime.begin_verification``)."""
         try:
             encoded = [(encode_key(k), None if v is None else encode_value(v))  # type: ignore[arg-type]
                        for k, v in records]
@@ -182,101 +168,39 @@ class GroupCoordinator:
             # answers UNKNOWN_SERVER_ERROR.
             log.warning("cannot write to __consumer_offsets-%d: %s", shard.partition, exc)
             raise GroupError(ErrorCode.unknown_server_error, str(exc)) from exc
-        batch = records_batch(encoded, self.timer.now_ms())
-        try:
-            base = await self.log.append(shard.partition, batch)
-        except OffsetsLogError as exc:
-            raise GroupError(append_error(exc.code, commit=commit), str(exc)) from exc
-        self.check_loaded(shard)
-        return base
+        return await self.runtime.write(shard, encoded, commit=commit, txn=txn,
+                                        verification_guard=verification_guard)
 
-    # --- loading -----------------------------------------------------------------------
-    async def load(self, partition: int) -> None:
-        """Become coordinator of ``partition``: replay its records, then serve its groups."""
-        if partition in self.shards or partition in self.loading:
-            return
-        self.loading.add(partition)
-        started = self.timer.now_ms()
-        shard = GroupShard(partition)
-        records = 0
-        try:
-            for batches, raw in enumerate(self.log.read_batches(partition)):
-                records += self._replay_batch(shard, raw)
-                if batches % 64 == 63:
-                    await asyncio.sleep(0)
-                if partition not in self.loading:
-                    return
-        except Exception:
-            self.loading.discard(partition)
-            raise
-        if partition not in self.loading:
-            return
-        self.loading.discard(partition)
-        shard.finish_load(self.timer.now_ms())
-        self.shards[partition] = shard
+    async def write_end_marker(self, partition: int, producer_id: int, producer_epoch: int,
+                               coordinator_epoch: int, commit: bool) -> int:
+        """End ``producer_id``'s transaction on ``__consumer_offsets-partition`` (the marker
+        writer's path for this topic): its pending offsets become visible on commit and are
+        dropped on abort. Raises GroupError: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+        INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED, mapped append errors."""
+        shard = self.runtime.shard(partition)
+        return await self.runtime.write_end_marker(shard, producer_id, producer_epoch,
+                                                   coordinator_epoch, commit)
+
+    # --- the runtime's listener --------------------------------------------------------
+    def on_loaded(self, shard: GroupShard) -> None:
+        """Start the timers of the loaded groups."""
         for group in shard.groups.values():
             if isinstance(group, ClassicGroup):
                 self.classic.start_loaded(group)
             else:
                 self.consumer.start_loaded(shard, group)
-        log.info("Loaded __consumer_offsets-%d: %d records, %d groups in %d ms", partition,
-                 records, len(shard.groups), self.timer.now_ms() - started)
+        log.info("__consumer_offsets-%d holds %d groups", shard.partition, len(shard.groups))
 
-    @staticmethod
-    def _replay_batch(shard: GroupShard, raw: bytes) -> int:
-        try:
-            decoded = decode_batch(raw)
-        except (ValueError, IndexError) as exc:
-            # One unreadable batch must not keep every group of the partition offline.
-            log.warning("skipping an unreadable batch of __consumer_offsets-%d: %s",
-                        shard.partition, exc)
-            return 0
-        if decoded.header.is_control:
-            return 0
-        count = 0
-        for record in decoded.records:
-            if record.key is None:
-                continue
-            try:
-                key = decode_key(record.key)
-                value = decode_value(key, record.value)
-            except RecordFormatError as exc:
-                log.warning("skipping unreadable record at offset %d of __consumer_offsets-%d:"
-                            " %s", record.offset, shard.partition, exc)
-                continue
-            shard.replay(key, value, record.offset)
-            count += 1
-        return count
-
-    def unload(self, partition: int) -> None:
-        """Stop coordinating ``partition`` (leadership moved): parked requests get
-        NOT_COORDINATOR and clients look the coordinator up again."""
-        self.loading.discard(partition)
-        shard = self.shards.pop(partition, None)
-        if shard is None:
-            return
+    def on_unloaded(self, shard: GroupShard) -> None:
+        """Parked requests of the shard's groups get NOT_COORDINATOR."""
         for group in shard.groups.values():
             self._shutdown_group(group, ErrorCode.not_coordinator)
-        log.info("Unloaded __consumer_offsets-%d (%d groups)", partition, len(shard.groups))
 
     def _shutdown_group(self, group: Group, error: int) -> None:
         if isinstance(group, ClassicGroup):
             self.classic.shutdown_group(group, error)
         else:
             self.consumer.shutdown_group(group)
-
-    def sync_leadership(self) -> None:
-        """Load the partitions this broker now leads, unload the ones it lost (all of them
-        while the broker is fenced)."""
-        topic = self.image().topics_by_name.get(OFFSETS_TOPIC)
-        led = set()
-        if topic is not None and not self.fenced():
-            led = {p for p, state in topic.partitions.items() if state.leader == self.node_id}
-        for partition in sorted(led - set(self.shards) - self.loading):
-            self.spawn(self.load(partition))
-        for partition in (set(self.shards) | self.loading) - led:
-            self.unload(partition)
-
     # --- group lifecycle ---------------------------------------------------------------
     def is_idle(self, group: Group) -> bool:
         """An empty group with nothing in flight (may be deleted)."""
@@ -325,8 +249,4 @@ class GroupCoordinator:
     async def close(self) -> None:
         self.closed = True
         self.timer.cancel(("expire-offsets",))
-        for partition in list(self.shards):
-            self.unload(partition)
-        for task in list(self.tasks):
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.runtime.close()

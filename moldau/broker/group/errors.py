@@ -1,14 +1,10 @@
-"""The error the coordinator raises to answer a request with a Kafka error code."""
+"""The error the group coordinator raises to answer a request with a Kafka error code: the
+coordinator runtime's (one type, so a failed write of the runtime answers group requests)."""
 
 from __future__ import annotations
 
-from ...protocol.errors import ErrorCode
+from ..coordinator.errors import CoordinatorError
 
+GroupError = CoordinatorError
 
-class GroupError(Exception):
-    """Answer the request (or the part of it at hand) with ``code``."""
-
-    def __init__(self, code: ErrorCode, message: str = "") -> None:
-        super().__init__(message or code.name)
-        self.code = code
-        self.message = message or None
+__all__ = ["GroupError"]

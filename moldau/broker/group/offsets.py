@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
 from .classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicState
+from .commits import OffsetToCommit, metadata_too_large
 from .errors import GroupError
 from .records import (
     ConsumerGroupKey,
@@ -35,16 +36,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+__all__ = ["FetchedOffset", "OffsetManager", "OffsetToCommit", "expired_offsets",
+           "metadata_too_large"]
+
 TopicPartition = tuple[str, int]
-
-
-@dataclass(slots=True)
-class OffsetToCommit:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
 
 
 @dataclass(slots=True)
@@ -53,11 +48,6 @@ class FetchedOffset:
     leader_epoch: int = -1
     metadata: str = ""
     error: int = 0
-
-
-def metadata_too_large(metadata: str | None, limit: int) -> bool:
-    """Whether a commit's metadata string exceeds ``offset.metadata.max.bytes``."""
-    return metadata is not None and len(metadata) > limit
 
 
 def expired_offsets(group: Group | None, offsets: dict[TopicPartition, CommittedOffset],
@@ -200,8 +190,12 @@ class OffsetManager:
     # --- fetch -----------------------------------------------------------------------------
     def fetch(self, shard: GroupShard, group_id: str,
               topics: list[tuple[str, list[int]]] | None, member_id: str | None = None,
-              member_epoch: int = -1) -> list[tuple[str, list[tuple[int, FetchedOffset]]]]:
-        """Committed offsets of ``topics`` (None = every committed partition of the group).
+              member_epoch: int = -1, *, require_stable: bool = False,
+              ) -> list[tuple[str, list[tuple[int, FetchedOffset]]]]:
+        """Committed offsets of ``topics`` (None = every committed partition of the group);
+        offsets of open transactions are not visible. With ``require_stable`` (KIP-447) a
+        partition with such offsets answers UNSTABLE_OFFSET_COMMIT instead (the client
+        retries until the transaction ends).
 
         Raises GroupError for group-level errors (KIP-848 member checks)."""
         group = shard.groups.get(group_id)
@@ -218,7 +212,10 @@ class OffsetManager:
             entries = []
             for partition in partitions:
                 c = committed.get((topic, partition))
-                if c is None:
+                if require_stable and shard.offsets.has_pending(group_id, topic, partition):
+                    entries.append((partition,
+                                    FetchedOffset(error=ErrorCode.unstable_offset_commit)))
+                elif c is None:
                     entries.append((partition, FetchedOffset()))
                 else:
                     entries.append((partition, FetchedOffset(c.offset, c.leader_epoch,

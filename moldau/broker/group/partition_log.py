@@ -1,56 +1,19 @@
-"""The :class:`~.offsets_log.OffsetsLog` of a broker: ``__consumer_offsets`` partitions in the
-partition layer (:class:`moldau.broker.replica_manager.ReplicaManager`).
-
-Appends are Kafka's coordinator appends: ``acks=-1`` through the replica manager's produce path
-(the same validation and offset assignment as a client produce, and NOT_ENOUGH_REPLICAS before
-the append when the ISR is below ``min.insync.replicas``), then a wait, bounded by
-``offsets.commit.timeout.ms``, until the high watermark covers the batch: an offset commit or
-group change is answered, and applied to the coordinator's memory, only once every in-sync
-replica has it, so a new leader of the partition (the next coordinator) loads it. On one node
-the ISR is the leader alone and the high watermark follows the append at once.
-Loading reads the partition's batches from the log start.
-"""
+"""``__consumer_offsets`` in the partition layer: the coordinator runtime's
+:class:`~moldau.broker.coordinator.partition_log.PartitionCoordinatorLog` over that topic."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from ...protocol.errors import ErrorCode
-from ...protocol.records.batch import iter_batches, read_header
+from ..coordinator.partition_log import COMMIT_TIMEOUT_MS, PartitionCoordinatorLog
 from ..replica_manager import ReplicaManager
-from .offsets_log import OffsetsLogError
 from .partitioning import OFFSETS_TOPIC
 
-#: Kafka's default ``offsets.commit.timeout.ms``.
-COMMIT_TIMEOUT_MS = 5000
 
-
-class PartitionOffsetsLog:
+class PartitionOffsetsLog(PartitionCoordinatorLog):
     """``__consumer_offsets`` through the broker's replica manager."""
 
     def __init__(self, replicas: ReplicaManager, *,
                  commit_timeout_ms: int = COMMIT_TIMEOUT_MS) -> None:
-        self.replicas = replicas
-        self.commit_timeout_ms = commit_timeout_ms
+        super().__init__(replicas, OFFSETS_TOPIC, commit_timeout_ms=commit_timeout_ms)
 
-    async def append(self, partition: int, batch: bytes) -> int:
-        outcome = self.replicas.append_records(OFFSETS_TOPIC, partition, batch, acks=-1,
-                                               transactional_id=None, internal=True)
-        if outcome.error != ErrorCode.none:
-            raise OffsetsLogError(outcome.error, outcome.message or "")
-        next_offset = outcome.base_offset + read_header(batch, 0).record_count
-        # A failure from here on leaves the batch in the leader's log though the coordinator
-        # does not apply it, as Kafka's GroupMetadataManager fills its cache only on success.
-        # Lost leadership unloads the shard (whoever leads next loads the log); after a
-        # time-out the batch may still reach the followers and a later coordinator load it,
-        # which is harmless: the client was told COORDINATOR_NOT_AVAILABLE and retries.
-        error = await self.replicas.wait_for_isr(OFFSETS_TOPIC, partition, next_offset,
-                                                 self.commit_timeout_ms)
-        if error != ErrorCode.none:
-            raise OffsetsLogError(error, f"__consumer_offsets-{partition}: {error.name}")
-        return int(outcome.base_offset)
 
-    def read_batches(self, partition: int) -> Iterator[bytes]:
-        for chunk in self.replicas.iter_batches(OFFSETS_TOPIC, partition):
-            for pos, header in iter_batches(chunk):
-                yield bytes(chunk[pos : pos + header.size])
+__all__ = ["COMMIT_TIMEOUT_MS", "PartitionOffsetsLog"]

@@ -1,30 +1,10 @@
-"""Which partition of ``__consumer_offsets`` holds a group (as Kafka computes it).
-
-Kafka uses ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``: Java's
-``String.hashCode`` over UTF-16 code units with 32-bit overflow, and an ``abs`` that maps
-``Integer.MIN_VALUE`` to 0. Matching it keeps a data directory's group placement identical to
-Kafka's, which tools that read ``__consumer_offsets`` directly rely on.
-"""
+"""Which partition of ``__consumer_offsets`` holds a group: the coordinator runtime's
+placement (:mod:`moldau.broker.coordinator.partitioning`) over this topic."""
 
 from __future__ import annotations
 
+from ..coordinator.partitioning import java_string_hash, kafka_abs, partition_for
+
 OFFSETS_TOPIC = "__consumer_offsets"
 
-
-def java_string_hash(value: str) -> int:
-    """``java.lang.String.hashCode`` of ``value`` as a signed 32-bit int."""
-    h = 0
-    raw = value.encode("utf-16-be")
-    for i in range(0, len(raw), 2):
-        h = (31 * h + ((raw[i] << 8) | raw[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def kafka_abs(value: int) -> int:
-    """Kafka's ``Utils.abs``: ``abs`` except that ``Integer.MIN_VALUE`` becomes 0."""
-    return 0 if value == -(1 << 31) else abs(value)
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of ``group_id``."""
-    return kafka_abs(java_string_hash(group_id)) % num_partitions
+__all__ = ["OFFSETS_TOPIC", "java_string_hash", "kafka_abs", "partition_for"]

@@ -6,21 +6,12 @@ loads the partitions this broker leads and starts the offset expiry timer. The n
 it follow leadership changes (:func:`moldau.broker.startup.follow_metadata`) and closes it when
 it stops (:func:`moldau.broker.startup.close_node`).
 ``__consumer_offsets`` is created with ``offsets.topic.*`` settings on the first
-FindCoordinator for a group, as Kafka does (its logs are created in one batch, so even 50
-partitions take well under a second).
-
-A lookup never waits long on the controller. Kafka's broker sends the creation to the
-controller in the background and answers COORDINATOR_NOT_AVAILABLE at once (clients retry).
-Moldau runs the creation as a background task of the coordinator (one at a time: later lookups
-join it) and waits for it at most :data:`OFFSETS_TOPIC_CREATION_WAIT_S`, so the single node,
-whose controller answers in milliseconds, still answers the first lookup with its coordinator,
-while a cluster whose controller is frozen, gone or still being elected answers
-COORDINATOR_NOT_AVAILABLE within that bound instead of the forwarding channel's 30 s.
+FindCoordinator for a group, as Kafka does, without waiting long on the controller
+(:mod:`moldau.broker.coordinator.topic`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +20,7 @@ from typing import Any
 from ...protocol.errors import ErrorCode
 from ..config.loader import BrokerConfig
 from ..context import BrokerContext
+from ..coordinator.topic import TOPIC_CREATION_WAIT_S, ensure_internal_topic
 from ..metadata.channel import ControllerChannel, TopicSpec
 from ..metadata.image import MetadataImage
 from ..replica_manager import ReplicaManager
@@ -47,7 +39,7 @@ TRANSACTION_KEY_TYPE = 1
 
 #: How long a FindCoordinator waits for the creation of ``__consumer_offsets`` before it
 #: answers COORDINATOR_NOT_AVAILABLE (the creation goes on; the client's retry finds it).
-OFFSETS_TOPIC_CREATION_WAIT_S = 1.0
+OFFSETS_TOPIC_CREATION_WAIT_S = TOPIC_CREATION_WAIT_S
 
 
 def coordinator_of(broker: BrokerContext) -> GroupCoordinator:
@@ -89,11 +81,9 @@ def start_group_coordinator(config: BrokerConfig, *, node_id: int, image: Metada
 
 
 def follow_fence(coordinator: GroupCoordinator, replicas: ReplicaManager) -> None:
-    """Make ``coordinator`` coordinate nothing while the broker is fenced: every shard is
-    unloaded when the fence is set, and what the broker leads is loaded when it is lifted
-    (metadata changes reach the coordinator through the controller's listeners)."""
-    coordinator.fenced = lambda: replicas.fenced
-    replicas.leadership_listeners.append(coordinator.sync_leadership)
+    """Make ``coordinator`` coordinate nothing while the broker is fenced (the runtime's
+    :meth:`~moldau.broker.coordinator.runtime.CoordinatorRuntime.follow_fence`)."""
+    coordinator.runtime.follow_fence(replicas)
 
 
 async def ensure_offsets_topic(coordinator: GroupCoordinator, image: MetadataImage,
@@ -103,61 +93,21 @@ async def ensure_offsets_topic(coordinator: GroupCoordinator, image: MetadataIma
     """Create ``__consumer_offsets`` if it does not exist yet (through the controller, with
     ``offsets.topic.num.partitions`` and ``offsets.topic.replication.factor``); the error and
     message a FindCoordinator gets when it cannot be, or is not created within ``wait_s``
-    (the creation then goes on in the background of ``coordinator``).
-
-    Kafka (since 0.11, KIP-115) refuses to create it while fewer brokers are alive than
-    ``offsets.topic.replication.factor`` (COORDINATOR_NOT_AVAILABLE, which clients retry: a
-    cluster that is still starting must not get a topic with too few replicas forever). A
-    cluster does the same; the single node caps the factor at the brokers alive (one), so it
-    works with Kafka's default of 3 as it always has."""
-    if OFFSETS_TOPIC in image.topics_by_name:
-        return ErrorCode.none, None
+    (see :func:`moldau.broker.coordinator.topic.ensure_internal_topic`; the single node caps
+    the factor at the brokers alive, so it works with Kafka's default of 3)."""
     config = coordinator.config
-    live = len(image.live_brokers())
-    wanted = config.offsets_topic_replication_factor
-    if live == 0:
-        return ErrorCode.coordinator_not_available, "no broker is alive yet"
-    if config.cap_offsets_replication:
-        wanted = min(wanted, live)
-    elif live < wanted:
-        message = (f"{live} brokers are alive, fewer than offsets.topic.replication.factor="
-                   f"{wanted} that {OFFSETS_TOPIC} needs: it is created once enough brokers "
-                   f"have started (or lower offsets.topic.replication.factor)")
-        log.warning("cannot create %s yet: %s", OFFSETS_TOPIC, message)
-        return ErrorCode.coordinator_not_available, message
     spec = TopicSpec(
         OFFSETS_TOPIC,
         num_partitions=config.offsets_topic_num_partitions,
-        replication_factor=wanted,
+        replication_factor=config.offsets_topic_replication_factor,
         configs={"cleanup.policy": "compact",
                  "segment.bytes": str(config.offsets_topic_segment_bytes),
                  "compression.type": "producer"},
     )
-    creation = coordinator.offsets_topic_creation
-    if creation is None or creation.done():
-        creation = coordinator.spawn(_create_offsets_topic(controller, spec))
-        coordinator.offsets_topic_creation = creation
-    try:
-        # shield: a lookup that stops waiting (or whose client goes away) leaves the
-        # creation running for the next one
-        return await asyncio.wait_for(asyncio.shield(creation), wait_s)
-    except TimeoutError:
-        return (ErrorCode.coordinator_not_available,
-                f"{OFFSETS_TOPIC} is being created through the active controller, which has "
-                f"not answered within {int(wait_s * 1000)} ms; retry")
-
-
-async def _create_offsets_topic(controller: ControllerChannel,
-                                spec: TopicSpec) -> tuple[ErrorCode, str | None]:
-    result = (await controller.create_topics([spec]))[0]
-    if result.error not in (ErrorCode.none, ErrorCode.topic_already_exists):
-        log.warning("could not create %s: %s", OFFSETS_TOPIC, result.message)
-        return (ErrorCode.coordinator_not_available,
-                f"creating {OFFSETS_TOPIC} failed: {result.message}")
-    if result.error == ErrorCode.none:
-        log.info("created %s with %d partitions, replication factor %d", OFFSETS_TOPIC,
-                 spec.num_partitions, spec.replication_factor)
-    return ErrorCode.none, None
+    return await ensure_internal_topic(coordinator.runtime, image, spec, controller,
+                                       cap_rf=config.cap_offsets_replication,
+                                       rf_key="offsets.topic.replication.factor",
+                                       wait_s=wait_s)
 
 
 @dataclass(slots=True)

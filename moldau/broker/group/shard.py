@@ -12,9 +12,11 @@ written at the end of each rebalance, which is exactly what Kafka persists.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Union
 
+from ..coordinator.shard import LoggedRecord
 from .classic import ClassicGroup
 from .records import (
     ConsumerAssignmentKey,
@@ -30,6 +32,8 @@ from .records import (
     OffsetValue,
     SkippedKey,
     Value,
+    decode_key,
+    decode_value,
 )
 
 if TYPE_CHECKING:
@@ -53,11 +57,21 @@ class CommittedOffset:
     record_offset: int
 
 
+PendingKey = tuple[str, str, int]  # (group, topic, partition)
+
+
 class OffsetStore:
-    """Committed offsets per group, fed only by :meth:`replay`."""
+    """Committed offsets per group, fed only by :meth:`replay`; offsets committed inside a
+    transaction (TxnOffsetCommit) wait in :attr:`pending` until its end marker."""
 
     def __init__(self) -> None:
         self.by_group: dict[str, dict[TopicPartition, CommittedOffset]] = {}
+        # producer id -> its transaction's offsets, as (key, value, record offset)
+        self.pending: dict[int, dict[PendingKey, tuple[OffsetKey, OffsetValue | None, int]]] = {}
+        # group -> producers with pending offsets for it
+        self.pending_groups: dict[str, set[int]] = {}
+        # producer id -> (offset, commit) of the last end marker applied for it
+        self.ended: dict[int, tuple[int, bool]] = {}
 
     def replay(self, key: OffsetKey, value: OffsetValue | None, record_offset: int) -> None:
         """Apply one OffsetCommit record (None = tombstone) found at ``record_offset``.
@@ -81,6 +95,52 @@ class OffsetStore:
             value.expire_timestamp, record_offset,
         )
 
+    def replay_pending(self, producer_id: int, key: OffsetKey, value: OffsetValue | None,
+                       record_offset: int) -> None:
+        """Hold one OffsetCommit record of ``producer_id``'s open transaction (a later one of
+        the same transaction for the same partition replaces it).
+
+        A record below the producer's last end marker belongs to the transaction that marker
+        ended (its write was replayed after the marker's: both waited for the high watermark),
+        so it takes that outcome at once instead of waiting for a marker that came already."""
+        ended = self.ended.get(producer_id)
+        if ended is not None and record_offset < ended[0]:
+            if ended[1]:
+                self.replay(key, value, record_offset)
+            return
+        entry = (key.group, key.topic, key.partition)
+        self.pending.setdefault(producer_id, {})[entry] = (key, value, record_offset)
+        self.pending_groups.setdefault(key.group, set()).add(producer_id)
+
+    def end_txn(self, producer_id: int, commit: bool, marker_offset: int) -> set[str]:
+        """``producer_id``'s transaction ended with the marker at ``marker_offset``: on
+        commit its offsets are replayed as committed at their own record offsets (so a plain
+        commit written after them still wins, as in Kafka); on abort they are dropped.
+        Returns the groups it touched."""
+        last = self.ended.get(producer_id)
+        if last is None or last[0] < marker_offset:
+            self.ended[producer_id] = (marker_offset, commit)
+        offsets = self.pending.pop(producer_id, {})
+        groups = set()
+        for key, value, record_offset in offsets.values():
+            groups.add(key.group)
+            if commit:
+                self.replay(key, value, record_offset)
+        for group in groups:
+            producers = self.pending_groups.get(group)
+            if producers is not None:
+                producers.discard(producer_id)
+                if not producers:
+                    del self.pending_groups[group]
+        return groups
+
+    def has_pending(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds an offset of ``topic-partition`` for the group
+        (OffsetFetch with ``require_stable`` answers UNSTABLE_OFFSET_COMMIT then)."""
+        entry = (group_id, topic, partition)
+        return any(entry in self.pending.get(pid, {})
+                   for pid in self.pending_groups.get(group_id, ()))
+
     def of(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         return self.by_group.get(group_id, {})
 
@@ -91,8 +151,11 @@ class OffsetStore:
 class GroupShard:
     """Groups and offsets of one ``__consumer_offsets`` partition."""
 
-    def __init__(self, partition: int) -> None:
+    def __init__(self, partition: int, epoch: int = 0,
+                 now_ms: Callable[[], int] | None = None) -> None:
         self.partition = partition
+        # The partition's leader epoch at load (the coordinator epoch of transaction markers).
+        self.epoch = epoch
         self.groups: dict[str, Group] = {}
         self.offsets = OffsetStore()
         # Latest GroupMetadata / ConsumerGroupMetadata value per group while loading.
@@ -100,9 +163,35 @@ class GroupShard:
         self._loaded_consumer: dict[str, ConsumerGroupValue] = {}
         self._loaded_members: dict[str, dict[str, ConsumerMemberValue]] = {}
         self._loaded_assignments: dict[str, dict[str, ConsumerAssignmentValue]] = {}
+        # The clock of groups created when a transaction's offsets land (after loading).
+        self._now_ms = now_ms
+        self.loaded = False
 
-    def replay(self, key: Key, value: Value | None, record_offset: int) -> None:
-        """Apply one record read back from the log while loading."""
+    def replay(self, record: LoggedRecord) -> None:
+        """Apply one record read back from the log while loading (the runtime's entry);
+        raises RecordFormatError (a ValueError) for a record it cannot read. Offsets of a
+        transaction are held pending until its end marker."""
+        key = decode_key(record.key)
+        value = decode_value(key, record.value)
+        if record.transactional and isinstance(key, OffsetKey):
+            assert value is None or isinstance(value, OffsetValue)
+            self.offsets.replay_pending(record.producer_id, key, value, record.offset)
+            return
+        self.replay_decoded(key, value, record.offset)
+
+    def replay_end_txn(self, producer_id: int, commit: bool, offset: int) -> None:
+        """The end of ``producer_id``'s transaction (its marker at ``offset``): its pending
+        offsets become committed offsets on commit and are dropped on abort. After loading, a
+        group that only now has offsets becomes a simple group, as loading would make it."""
+        groups = self.offsets.end_txn(producer_id, commit, offset)
+        if not self.loaded or self._now_ms is None:
+            return
+        for group_id in groups:
+            if group_id not in self.groups and self.offsets.has_offsets(group_id):
+                self.groups[group_id] = ClassicGroup(group_id, self._now_ms())
+
+    def replay_decoded(self, key: Key, value: Value | None, record_offset: int) -> None:
+        """Apply one decoded record found at ``record_offset``."""
         match key:
             case OffsetKey():
                 assert value is None or isinstance(value, OffsetValue)
@@ -149,10 +238,11 @@ class GroupShard:
             self.groups[group_id] = ConsumerGroup.replay(
                 group_id, cvalue, self._loaded_members.get(group_id, {}),
                 self._loaded_assignments.get(group_id, {}), now_ms)
-        for group_id in self.offsets.by_group:
+        for group_id in [*self.offsets.by_group, *self.offsets.pending_groups]:
             if group_id not in self.groups:
                 self.groups[group_id] = ClassicGroup(group_id, now_ms)
         self._loaded_classic.clear()
         self._loaded_consumer.clear()
         self._loaded_members.clear()
         self._loaded_assignments.clear()
+        self.loaded = True

@@ -6,8 +6,11 @@ least one batch for the first partition with data so progress is possible (KIP-7
 than ``min_bytes`` available the request waits in the purgatory, keyed by its partitions, until
 an append wakes it or ``max_wait_ms`` passes (long polling; no timer polls).
 
-read_uncommitted reads up to the high watermark; read_committed up to the last stable offset,
-with the aborted transactions of the range. v13+ names topics by id (UNKNOWN_TOPIC_ID for ids
+read_uncommitted reads up to the high watermark; read_committed up to the last stable offset
+(the first offset of a transaction still open or whose marker is not yet below the high
+watermark), with the aborted transactions overlapping the batches returned, from the segments'
+``.txnindex`` (``Partition.read``): the client drops their batches and every control batch.
+v13+ names topics by id (UNKNOWN_TOPIC_ID for ids
 we do not know). Leader epochs in the request are checked (FENCED_LEADER_EPOCH /
 UNKNOWN_LEADER_EPOCH). A partition this broker does not lead (another broker does, none does,
 or this broker is fenced) answers NOT_LEADER_OR_FOLLOWER; with it and with FENCED_LEADER_EPOCH,

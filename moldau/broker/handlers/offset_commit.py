@@ -22,7 +22,7 @@ Left out: v10 (topic ids); transactional commits (TxnOffsetCommit) come with tra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -41,6 +41,15 @@ def _exists(topics: Mapping[str, Any], topic: str, partition: int) -> bool:
 
 @handler(ApiKey.OFFSET_COMMIT, 2, 9)
 async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
+    return await answer_offset_commit(ctx, request, lambda entries: _commit(ctx, request, entries))
+
+
+async def answer_offset_commit(
+        ctx: RequestContext, request: Any,
+        commit: Callable[[list[OffsetToCommit]], Awaitable[list[int]]]) -> Any:
+    """The answer to an OffsetCommit or TxnOffsetCommit (same topics/partitions shape):
+    UNKNOWN_TOPIC_OR_PARTITION for partitions the image lacks, ``commit``'s code (one per
+    entry, in order) for the others."""
     topics = ctx.broker.image.topics_by_name
     errors: list[int] = []
     entries: list[OffsetToCommit] = []
@@ -54,7 +63,7 @@ async def handle_offset_commit(ctx: RequestContext, request: Any) -> Any:
             else:
                 errors.append(ErrorCode.unknown_topic_or_partition)
     if entries:
-        committed = iter(await _commit(ctx, request, entries))
+        committed = iter(await commit(entries))
         errors = [next(committed) if e == ErrorCode.none else e for e in errors]
     results = iter(errors)
     return ctx.respond({

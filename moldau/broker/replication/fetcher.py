@@ -42,6 +42,7 @@ from ...wire.connection import BrokerConnection
 from ...wire.errors import ClientError
 from ..metadata.image import MetadataImage
 from ..partition import Partition
+from ..peers import peer_endpoint
 
 log = logging.getLogger(__name__)
 
@@ -82,20 +83,6 @@ class FollowerState:
     @property
     def key(self) -> tuple[str, int]:
         return self.partition.key
-
-
-@dataclass(frozen=True)
-class LeaderPeer:
-    """The leader a fetcher connects to (a :mod:`moldau.wire` peer)."""
-
-    node_id: int
-    host: str
-    port: int
-    listener: str
-
-    def describe(self) -> str:
-        return f"leader broker {self.node_id} at {self.host}:{self.port} (listener " \
-               f"{self.listener})"
 
 
 @dataclass
@@ -200,15 +187,9 @@ class ReplicaFetcher:
         if self._conn is not None and self._conn.connected:
             return self._conn
         self._drop_connection()
-        registration = self.image.brokers.get(self.leader_id)
-        endpoint = registration.endpoint(self.listener) if registration is not None else None
-        if endpoint is None:
-            raise KafkaError(ErrorCode.leader_not_available,
-                             f"broker {self.leader_id} has no registered endpoint on "
-                             f"inter.broker.listener.name={self.listener}")
-        peer = LeaderPeer(self.leader_id, endpoint.host, endpoint.port, self.listener)
+        peer = peer_endpoint(self.image, self.leader_id, self.listener, role="leader broker")
         conn = BrokerConnection(
-            endpoint.host, endpoint.port, broker=peer,
+            peer.host, peer.port, broker=peer,
             client_id=f"broker-{self.node_id}-fetcher-{self.fetcher_id}",
             request_timeout_ms=self.settings.socket_timeout_ms + self.settings.wait_max_ms,
             connect_timeout_ms=self.settings.socket_timeout_ms)

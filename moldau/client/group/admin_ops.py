@@ -208,10 +208,13 @@ def _hint(code: int) -> str:
 # --- offsets ------------------------------------------------------------------------------
 
 async def list_group_offsets(admin: AdminClient, group_id: str,
-                             partitions: Iterable[TopicPartition] | None
+                             partitions: Iterable[TopicPartition] | None,
+                             require_stable: bool = False,
                              ) -> dict[TopicPartition, OffsetAndMetadata | None]:
     """Committed offsets: all of them (partitions=None), or of the given partitions (None
-    where nothing is committed)."""
+    where nothing is committed). ``require_stable`` (OffsetFetch v7+): partitions with
+    offsets of an open transaction answer UNSTABLE_OFFSET_COMMIT, retried until the
+    transaction ends or default.api.timeout.ms."""
     wanted = None if partitions is None else sorted({TopicPartition(*tp) for tp in partitions})
     cluster = admin.cluster
 
@@ -220,8 +223,8 @@ async def list_group_offsets(admin: AdminClient, group_id: str,
         topics = {tp.topic for tp in wanted or ()}
         ids = {t: cluster.topic_id(t) for t in topics}
         version = pick_version(conn, ApiKey.OFFSET_FETCH, topics, ids)
-        response = await conn.request(ApiKey.OFFSET_FETCH, fetch_body(group_id, wanted, ids),
-                                      version=version)
+        response = await conn.request(ApiKey.OFFSET_FETCH, fetch_body(
+            group_id, wanted, ids, require_stable=require_stable), version=version)
         group_error, values = fetch_result(response, version, cluster.topic_names)
         if group_error:
             return {group_id: group_error}

@@ -29,11 +29,13 @@ COORDINATOR_ERRORS = frozenset({
 
 
 class CoordinatorLink:
-    """Finds a group's coordinator and keeps a dedicated connection to it."""
+    """Finds a group's (or, with ``key_type`` 1, a transactional id's) coordinator and
+    keeps a dedicated connection to it."""
 
-    def __init__(self, cluster: Cluster, group_id: str) -> None:
+    def __init__(self, cluster: Cluster, group_id: str, key_type: int = 0) -> None:
         self.cluster = cluster
         self.group_id = group_id
+        self.key_type = key_type
         self.broker: BrokerInfo | None = None
         self._conn: BrokerConnection | None = None
         self._lookup: asyncio.Future[BrokerConnection] | None = None
@@ -55,7 +57,7 @@ class CoordinatorLink:
         future: asyncio.Future[BrokerConnection] = asyncio.get_running_loop().create_future()
         self._lookup = future
         try:
-            found = await self.cluster.find_coordinators([self.group_id])
+            found = await self.cluster.find_coordinators([self.group_id], self.key_type)
             broker = found[self.group_id]
             c = self.cluster.config
             conn = BrokerConnection(
@@ -101,7 +103,8 @@ class CoordinatorLink:
             return
         if code in COORDINATOR_ERRORS:
             self.mark_unknown()
-        raise BrokerError(code, context=f"{what} for group {self.group_id!r}")
+        kind = "transactional id" if self.key_type == 1 else "group"
+        raise BrokerError(code, context=f"{what} for {kind} {self.group_id!r}")
 
     def close(self) -> None:
         self.mark_unknown()

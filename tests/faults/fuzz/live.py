@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import moldau.client.kio_fixes  # noqa: F401 - DescribeTransactions' start time -1 decodes
 from moldau.broker.dispatch import load_handlers
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.produce_request import ProduceRequestData

@@ -101,6 +101,31 @@ TEMPLATES: dict[int, dict[str, Any]] = {
         {"topic": "fuzz-a", "partitions": [
             {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0},
             {"partition": 1, "current_leader_epoch": 0, "leader_epoch": 0}]}]},
+    ApiKey.ADD_PARTITIONS_TO_TXN: {
+        "v3_and_below_transactional_id": "fuzz-txn", "v3_and_below_producer_id": 1,
+        "v3_and_below_producer_epoch": 0,
+        "v3_and_below_topics": [{"name": "fuzz-a", "partitions": [0, 1]}],
+        "transactions": [{"transactional_id": "fuzz-txn", "producer_id": 1, "producer_epoch": 0,
+                          "verify_only": True,
+                          "topics": [{"name": "fuzz-a", "partitions": [0]}]}]},
+    ApiKey.ADD_OFFSETS_TO_TXN: {"transactional_id": "fuzz-txn", "producer_id": 1,
+                                "producer_epoch": 0, "group_id": GROUPS[0]},
+    ApiKey.END_TXN: {"transactional_id": "fuzz-txn", "producer_id": 1, "producer_epoch": 0,
+                     "committed": False},
+    ApiKey.WRITE_TXN_MARKERS: {"markers": [
+        {"producer_id": 1, "producer_epoch": 0, "transaction_result": False,
+         "topics": [{"name": "fuzz-b", "partition_indexes": [0]}], "coordinator_epoch": 0,
+         "transaction_version": 0}]},
+    ApiKey.DESCRIBE_TRANSACTIONS: {"transactional_ids": ["fuzz-txn"]},
+    ApiKey.LIST_TRANSACTIONS: {"state_filters": [], "producer_id_filters": [],
+                               "duration_filter": -1, "transactional_id_pattern": None},
+    ApiKey.TXN_OFFSET_COMMIT: {"transactional_id": "fuzz-txn", "group_id": GROUPS[0],
+                               "producer_id": 1, "producer_epoch": 0, "generation_id": -1,
+                               "member_id": "", "group_instance_id": None, "topics": [
+                                   {"name": "fuzz-a", "partitions": [
+                                       {"partition_index": 0, "committed_offset": 1,
+                                        "committed_leader_epoch": -1,
+                                        "committed_metadata": ""}]}]},
     ApiKey.DESCRIBE_PRODUCERS: {"topics": [{"name": "fuzz-a", "partition_indexes": [0, 1]}]},
     # Named partitions of one topic (null topics, every partition, comes from mutation).
     ApiKey.DESCRIBE_LOG_DIRS: {"topics": [{"topic": "fuzz-a", "partitions": [0, 1]}]},

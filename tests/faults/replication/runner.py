@@ -36,6 +36,8 @@ from tests.net.lab import INNER_ENV
 from .checker import Report, check
 from .history import History, read_history
 from .nemesis import ALL_KINDS, KINDS, NETNS_KINDS, NemesisEnv, choose_round, hold_time, sleep
+from .txn_checker import TxnReport, check_txns
+from .txn_workload import CommittedConsumer, TxnProducerWorker, final_committed_read
 from .workload import ClientSettings, ConsumerWorker, ProducerWorker, final_read
 
 __all__ = ["RunConfig", "RunResult", "main", "run"]
@@ -63,6 +65,12 @@ class RunConfig:
     out: Path | None = None
     netns: bool = False
     settings: dict[str, str] = field(default_factory=dict)
+    #: ``records`` (idempotent producers, :mod:`.checker`) or ``txn`` (transactions read
+    #: with read_committed, :mod:`.txn_checker`)
+    workload: str = "records"
+    #: isolation level of the txn workload's consumers (read_uncommitted only to show the
+    #: checker catching aborted reads)
+    txn_isolation: str = "read_committed"
 
     def replay_command(self) -> str:
         parts = [f"--seed {self.seed}", f"--rounds {self.rounds}",
@@ -78,13 +86,17 @@ class RunConfig:
             parts.append("--unclean")
         if self.netns:
             parts.append("--netns")
+        if self.workload != "records":
+            parts.append(f"--workload {self.workload}")
+        if self.txn_isolation != "read_committed":
+            parts.append(f"--txn-isolation {self.txn_isolation}")
         parts += [f"--set {key}={value}" for key, value in sorted(self.settings.items())]
         return ".venv/bin/python -m tests.faults.replication " + " ".join(parts)
 
 
 @dataclass
 class RunResult:
-    report: Report
+    report: Report | TxnReport
     history_path: Path
     summary_path: Path
     harness_error: str | None
@@ -103,6 +115,14 @@ def _broker_settings(config: RunConfig) -> dict[str, str]:
         settings["min.insync.replicas"] = str(config.min_insync)
         settings["offsets.topic.replication.factor"] = str(config.replication_factor)
     settings["unclean.leader.election.enable"] = str(config.unclean).lower()
+    if config.workload == "txn":
+        settings["transaction.state.log.replication.factor"] = str(config.replication_factor)
+        settings["transaction.state.log.min.isr"] = str(
+            min(config.min_insync, config.replication_factor))
+        # few coordinator partitions (a fast start); transactions a killed or replaced
+        # producer left open are aborted soon after their 10 s timeout
+        settings["transaction.state.log.num.partitions"] = "6"
+        settings["transaction.abort.timed.out.transaction.cleanup.interval.ms"] = "1000"
     settings.update(config.settings)
     return settings
 
@@ -210,8 +230,20 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
                                   partitions=config.partitions, acks=config.acks,
                                   idempotence=config.idempotence, rate=config.rate,
                                   log_path=str(out / "clients.log"))
-        producers = [ProducerWorker(i, settings, history) for i in range(config.producers)]
-        consumers = [ConsumerWorker(i, settings, history) for i in range(config.consumers)]
+        producers: list[Any]
+        consumers: list[Any]
+        if config.workload == "txn":
+            producers = [TxnProducerWorker(i, settings, history, run_id=topic,
+                                           seed=config.seed)
+                         for i in range(config.producers)]
+            consumers = [CommittedConsumer(i, settings, history,
+                                           isolation=config.txn_isolation)
+                         for i in range(config.consumers)]
+        else:
+            producers = [ProducerWorker(i, settings, history)
+                         for i in range(config.producers)]
+            consumers = [ConsumerWorker(i, settings, history)
+                         for i in range(config.consumers)]
         workers = {"producers": producers, "consumers": consumers}
         for worker in (*producers, *consumers):
             worker.start()
@@ -250,7 +282,7 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
             ensemble.close()
         if lab is not None:
             lab.close()
-    report = check(read_history(history_path))
+    report = (check_txns if config.workload == "txn" else check)(read_history(history_path))
     if harness_error is None and not report.stats["acknowledged"]:
         # nothing to lose proves nothing (acks=all on a topic whose followers never fetch)
         harness_error = (f"no record was acknowledged in {rounds_done} rounds: the run proves "
@@ -266,7 +298,9 @@ def run(config: RunConfig, *, ensemble: ZooKeeperEnsemble | None = None,
         "seconds": round(time.monotonic() - started, 1), "history": str(history_path),
         "harness_error": harness_error, "report": report.as_dict(),
         "producers": [{"id": p.producer_id, "unresolved": p.unresolved,
-                       "error": repr(p.error) if p.error else None}
+                       "error": repr(p.error) if p.error else None,
+                       **({"transactions": p.txns, "replaced": p.replaced}
+                          if config.workload == "txn" else {})}
                       for p in workers.get("producers", [])],
         "consumers": [{"id": c.consumer_id, "records": c.records, "sessions": c.sessions}
                       for c in workers.get("consumers", [])],
@@ -290,7 +324,10 @@ def _finish(workers: dict[str, Any], cluster: BrokerCluster | None, config: RunC
     while the cluster still runs."""
     producers = workers.get("producers", [])
     for producer in producers:  # all at once: their flushes overlap
-        producer.halt(flush_timeout=120)
+        if config.workload == "txn":
+            producer.halt()  # after the transaction under way
+        else:
+            producer.halt(flush_timeout=120)
     for producer in producers:
         producer.join(150)
     if settings is not None:
@@ -299,7 +336,8 @@ def _finish(workers: dict[str, Any], cluster: BrokerCluster | None, config: RunC
         consumer.finish()
     if settings is not None and cluster is not None:
         try:
-            complete = final_read(settings, history)
+            reader = final_committed_read if config.workload == "txn" else final_read
+            complete = reader(settings, history)
             log(f"[faults] final read {'complete' if complete else 'INCOMPLETE'}")
         except Exception:
             log(f"[faults] final read failed:\n{traceback.format_exc()}")
@@ -339,6 +377,16 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
                         metavar="KEY=VALUE",
                         help="a broker setting on top of the suite's (repeatable), e.g. "
                              "--set replica.lag.time.max.ms=2000")
+    parser.add_argument("--workload", choices=["records", "txn"], default="records",
+                        help="records: idempotent producers, every acknowledged record kept; "
+                             "txn: transactions committed or aborted at random, read with "
+                             "read_committed (aborted reads, lost commits, duplicates, "
+                             "partial transactions)")
+    parser.add_argument("--txn-isolation", choices=["read_committed", "read_uncommitted"],
+                        default="read_committed",
+                        help="isolation level of the txn workload's consumers (the final "
+                             "read is always read_committed); read_uncommitted shows the "
+                             "checker catching aborted reads")
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for history.jsonl, summary.json and the processes' "
                              "data and logs (default: a new temporary directory)")
@@ -362,7 +410,8 @@ def parse_args(argv: Sequence[str] | None = None) -> RunConfig:
                      partitions=args.partitions, producers=args.producers,
                      consumers=args.consumers, rate=args.rate, acks=args.acks,
                      idempotence=args.idempotence, out=args.out, netns=args.netns,
-                     settings=settings)
+                     settings=settings, workload=args.workload,
+                     txn_isolation=args.txn_isolation)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

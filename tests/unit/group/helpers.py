@@ -117,14 +117,19 @@ class GatedLog(MemoryOffsetsLog):
         self.waiting = 0
         self.after_append = after_append
 
-    async def append(self, partition: int, batch: bytes) -> int:
-        base = await super().append(partition, batch) if self.after_append else 0
+    async def append(self, partition: int, batch: bytes, *,
+                     verification_guard: object | None = None) -> int:
+        guard = verification_guard
+        base = await super().append(partition, batch, verification_guard=guard) \
+            if self.after_append else 0
         self.waiting += 1
         try:
             await self.gate.wait()
         finally:
             self.waiting -= 1
-        return base if self.after_append else await super().append(partition, batch)
+        if self.after_append:
+            return base
+        return await super().append(partition, batch, verification_guard=guard)
 
 
 async def reloaded(world: World) -> World:

@@ -150,7 +150,7 @@ def test_compressed_batches_rebuilt_with_same_codec(tmp_path):
     assert follower.log_end_offset == 10
 
 
-def test_idempotent_last_batch_kept_and_transactions_untouched(tmp_path):
+def test_idempotent_last_batch_kept_and_committed_transactions_compact(tmp_path):
     clock = FakeClock()
     log = open_log(str(tmp_path / "c-0"), clock, cleanup_policy="compact")
     append(log, kv(b"k", b"p0", ts=clock.now, producer_id=5, producer_epoch=0, base_sequence=0))
@@ -166,12 +166,17 @@ def test_idempotent_last_batch_kept_and_transactions_untouched(tmp_path):
     clean_log(log, clock.now)
     data = log.read(0, 1 << 20).records
     hs = [h for _p, h in iter_batches(data)]
-    # p0 dropped; p1 (producer 5's last batch) kept empty; transaction and marker verbatim.
-    assert [(h.base_offset, h.record_count) for h in hs] == [(1, 0), (2, 1), (3, 1), (4, 1),
+    # p0 dropped; p1 (producer 5's last batch) kept empty; the committed transactional write
+    # of "t" is shadowed by the later plain one and compacts like any data (producer 6's last
+    # batch: kept empty); its marker stays while a batch of its transaction remains.
+    assert [(h.base_offset, h.record_count) for h in hs] == [(1, 0), (2, 0), (3, 1), (4, 1),
                                                              (5, 1)]
     assert hs[0].producer_id == 5 and hs[0].base_sequence == 1
+    assert hs[1].is_transactional and hs[2].is_control
     log.close_handles()
-    log = load_log(log.dir, log.config, time_ms=clock)  # producer state rebuilt from the log
+    # Producer state rebuilt from the log (the checkpointed high watermark: 6).
+    log = load_log(log.dir, log.config, time_ms=clock, high_watermark=6)
+    assert log.first_unstable_offset() is None  # no transaction left hanging
     dup = append(log, kv(b"k", b"p1", ts=clock.now, producer_id=5, producer_epoch=0,
                          base_sequence=1))
     assert dup.duplicate and dup.first_offset == 1

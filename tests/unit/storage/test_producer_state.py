@@ -122,8 +122,15 @@ def test_transactions_tracked(tmp_path):
     info = append(log, control_batch(PID, 0, commit=True, coordinator_epoch=3),
                   origin=ORIGIN_COORDINATOR)
     assert info.first_offset == 7
+    # Its marker is not below the high watermark yet: the transaction still holds the LSO.
+    assert log.first_unstable_offset() == 1
+    log.update_high_watermark(7)
+    assert log.first_unstable_offset() == 1
+    log.update_high_watermark(8)
     assert log.first_unstable_offset() == 3  # producer 9's transaction
     append(log, control_batch(9, 0, commit=False, coordinator_epoch=3), origin=ORIGIN_COORDINATOR)
+    assert log.first_unstable_offset() == 3
+    log.update_high_watermark(log.log_end_offset)
     assert log.first_unstable_offset() is None
     with pytest.raises(ProducerStateError) as exc:
         append(log, control_batch(9, 0, commit=True, coordinator_epoch=1),

@@ -34,6 +34,7 @@ from moldau.broker.producer_ids import ProducerIdManager
 from moldau.broker.replica_manager import ReplicaManager
 from moldau.broker.services import auto_create_topics
 from moldau.broker.startup import follow_metadata
+from moldau.broker.txn.markers import MarkerWriter
 from moldau.protocol.entities import build, to_dict
 from moldau.protocol.errors import ErrorCode
 from moldau.protocol.messages import decode_response, encode_request, request_schema
@@ -67,6 +68,8 @@ class FakeNode:
     log_manager: LogManager
     cluster_id: str = "fake-cluster-id"
     closed: list[str] = field(default_factory=list)
+    #: The transaction verifier (None: no transaction coordinator; tests may set a fake).
+    txn_verifier: Any = None
 
     @property
     def node_id(self) -> int:
@@ -87,6 +90,10 @@ class FakeNode:
 
     async def next_producer_id(self) -> int:
         return await self.producer_ids.next_id()
+
+    @property
+    def marker_writer(self) -> MarkerWriter:
+        return MarkerWriter(self.replica_manager)
 
     async def auto_create_topics(self, names: list[str]) -> dict[str, ErrorCode]:
         return await auto_create_topics(self.controller, names)
