@@ -301,7 +301,7 @@ def test_exactly_once_across_executor_and_driver_kills_on_a_standalone_cluster(
                          "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
     tail.assign(tps)
     seen = executor_killed = driver_killed_at = 0
-    how = ""
+    how = executor_how = ""
     try:
         command = pipeline_command(
             broker.bootstrap, source, broker.bootstrap, target, checkpoint,
@@ -316,10 +316,14 @@ def test_exactly_once_across_executor_and_driver_kills_on_a_standalone_cluster(
             while proc.poll() is None and time.monotonic() < deadline:
                 seen += len(tail.poll(0.02))
                 open_txn = _open_transaction(admin, tps)
-                if open_txn and not executor_killed:
-                    executor_killed = _kill_executors(cluster.worker.pid)
-                    continue
                 committed = _committed_records(checkpoint) or 0
+                # the executor while a task's transaction is open; a task's transaction can
+                # be shorter than one look, so at the latest once a quarter is committed
+                # (mid-run: its tasks then die between or inside their transactions)
+                if not executor_killed and (open_txn or committed >= events // 4):
+                    executor_killed = _kill_executors(cluster.worker.pid)
+                    executor_how = "in a transaction" if open_txn else "mid-run"
+                    continue
                 # the driver in a later micro-batch: while a task's transaction is open, or
                 # after some tasks of the batch committed theirs; at the latest between two
                 # micro-batches once three quarters are done
@@ -350,5 +354,5 @@ def test_exactly_once_across_executor_and_driver_kills_on_a_standalone_cluster(
     positions = Counter((t["source"]["partition"], t["source"]["offset"]) for t in tags)
     assert not {p: n for p, n in positions.items() if n > 1}, "a source record tagged twice"
     check_tags(tags, source, events)
-    print(f"standalone: executor killed in a transaction, then the driver with {how} and "
+    print(f"standalone: executor killed {executor_how}, then the driver with {how} and "
           f"{driver_killed_at} records committed; no duplicates")
