@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ...protocol.errors import ErrorCode
 from .classic import CONSUMER_PROTOCOL_TYPE, ClassicGroup, ClassicState
-from .commits import OffsetToCommit, metadata_too_large
+from .commits import OffsetToCommit, check_classic_member, metadata_too_large
 from .errors import GroupError
 from .records import (
     ConsumerGroupKey,
@@ -125,14 +125,7 @@ class OffsetManager:
         if generation < 0 and group.is_in(ClassicState.EMPTY):
             return
         if generation >= 0 or member_id or instance_id is not None:
-            if instance_id is not None:
-                mapped = group.static_member_id(instance_id)
-                if mapped is not None and mapped != member_id:
-                    raise GroupError(ErrorCode.fenced_instance_id)
-            if member_id not in group.members:
-                raise GroupError(ErrorCode.unknown_member_id)
-            if generation != group.generation_id:
-                raise GroupError(ErrorCode.illegal_generation)
+            check_classic_member(group, generation, member_id, instance_id)
         elif not group.is_in(ClassicState.EMPTY):
             raise GroupError(ErrorCode.unknown_member_id)
         if group.is_in(ClassicState.COMPLETING_REBALANCE):

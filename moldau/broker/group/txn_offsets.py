@@ -41,7 +41,7 @@ from ...protocol.errors import ErrorCode
 from ..coordinator.locks import KeyLocks
 from ..coordinator.runtime import CoordinatorRuntime
 from .classic import ClassicGroup, ClassicState
-from .commits import OffsetToCommit, metadata_too_large
+from .commits import OffsetToCommit, check_classic_member, metadata_too_large
 from .config import GroupConfig
 from .errors import GroupError
 from .partitioning import OFFSETS_TOPIC
@@ -147,16 +147,7 @@ def validate_txn_commit(group: Group | None, generation: int, member_id: str,
         if not identified:
             # Older requests carry no membership: accepted while the group has members too.
             return
-        if instance_id is not None:
-            mapped = group.static_member_id(instance_id)
-            if mapped is not None and mapped != member_id:
-                raise GroupError(ErrorCode.fenced_instance_id)
-        if member_id not in group.members:
-            raise GroupError(ErrorCode.unknown_member_id)
-        if generation != group.generation_id:
-            raise GroupError(ErrorCode.illegal_generation,
-                             f"generation {generation} is not the group's "
-                             f"{group.generation_id}")
+        check_classic_member(group, generation, member_id, instance_id)
         return
     if generation < 0 and not group.members:
         return
