@@ -218,7 +218,8 @@ def _open_components(config: BrokerConfig, cluster_id: str, image: MetadataImage
             node_id=node_id, image=image, local=controller,
             remote=ForwardingControllerChannel(
                 node_id=node_id, image=image,
-                listener=config.listeners.inter_broker_listener))
+                listener=config.listeners.inter_broker_listener),
+            local_ready=lambda: plane is not None and plane.is_active_controller)
         fence_with(cluster, replicas)
         fetchers = ReplicaFetcherManager(
             node_id=node_id, image=image, partitions=lambda: replicas.partitions,

@@ -93,6 +93,34 @@ def test_a_change_forwarded_before_this_broker_became_controller_is_made_here() 
 
     asyncio.run(main())
 
+def test_a_change_waits_while_the_elected_controller_catches_up() -> None:
+    """The image names this broker (``/controller`` is its) before the election's winner has
+    read what the previous controller wrote and armed its store. A change asked for in that gap
+    waits for the arming instead of answering NOT_CONTROLLER, which librdkafka's CreateTopics
+    hands to the application (seen in CI: a topic created right after a controller failover
+    failed with NOT_CONTROLLER)."""
+    async def main() -> None:
+        image = image_of(2, {2: 1})
+        local = Controller(image, ListStore(), default_partitions=lambda: 1,
+                           default_replication_factor=lambda: 1)
+        remote = ForwardingControllerChannel(node_id=2, image=image, listener="PLAINTEXT",
+                                             request_timeout_ms=30_000)
+        armed = False
+        selected = ActiveControllerChannel(node_id=2, image=image, local=local, remote=remote,
+                                           local_ready=lambda: armed)
+        try:
+            change = asyncio.ensure_future(selected.create_topics([TopicSpec("early", 1)]))
+            await asyncio.sleep(0.3)
+            assert not change.done()  # elected, not armed yet: it waits
+            armed = True
+            [result] = await asyncio.wait_for(change, 5)
+            assert result.error == E.none and "early" in image.topics_by_name
+        finally:
+            selected.close()
+
+    asyncio.run(main())
+
+
 
 @pytest.fixture
 def deposed_broker() -> Iterator[InProcessBroker]:

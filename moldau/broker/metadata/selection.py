@@ -10,11 +10,20 @@ forwarded when the image came to name THIS broker (the controller it waited for 
 ZooKeeper elected this one) comes back here (:class:`~.forwarding.ControllerIsLocal`) and is
 made by the local controller, at once rather than at the forwarding's request timeout.
 
+The image names this broker a moment before its local controller may write: the election's
+winner first reads what the previous controller wrote, and only then arms its store
+(``local_ready``). A change asked for in that gap waits for it (at most the forwarding
+channel's request timeout, then the local controller answers NOT_CONTROLLER) instead of being
+refused at once: librdkafka's admin client hands a NOT_CONTROLLER from CreateTopics to the
+application, so a controller failover would otherwise reach users as an error.
+
 A single node never builds this: its handlers get the local controller itself.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TypeVar
 
@@ -25,17 +34,22 @@ from .isr_change import IsrChange, IsrChangeResult
 from .reassignment import OngoingReassignment, ReassignmentRequest
 
 _T = TypeVar("_T")
+# How often a change waiting for the local controller to arm looks again.
+_READY_POLL_S = 0.05
 
 
 class ActiveControllerChannel:
     """A :class:`~.channel.ControllerChannel` that follows the active controller."""
 
     def __init__(self, *, node_id: int, image: MetadataImage, local: ControllerChannel,
-                 remote: ForwardingControllerChannel) -> None:
+                 remote: ForwardingControllerChannel,
+                 local_ready: Callable[[], bool] = lambda: True) -> None:
         self.node_id = node_id
         self.image = image
         self.local = local
         self.remote = remote
+        #: Whether the local controller may write now (its store armed by the election).
+        self.local_ready = local_ready
 
     @property
     def is_active(self) -> bool:
@@ -46,10 +60,18 @@ class ActiveControllerChannel:
         """Where a change asked for now goes."""
         return self.local if self.is_active else self.remote
 
+    async def _until_local_ready(self) -> None:
+        """While the image names this broker but its controller is not armed yet, wait until
+        it is, the image names another, or the forwarding request timeout has passed."""
+        deadline = time.monotonic() + self.remote.request_timeout_ms / 1000
+        while self.is_active and not self.local_ready() and time.monotonic() < deadline:
+            await asyncio.sleep(_READY_POLL_S)
+
     async def _make(self, change: Callable[[ControllerChannel], Awaitable[_T]]) -> _T:
         """``change`` made through the current channel; again through the local controller
         when the forwarding channel finds the image naming this broker meanwhile."""
         while True:
+            await self._until_local_ready()
             try:
                 return await change(self.current())
             except ControllerIsLocal:

@@ -209,8 +209,9 @@ class ZkMetadataPlane:
     Broker registration (``/brokers/ids/<id>``) is the broker's own business, not the plane's;
     the election waits until this session holds it. ``image.controller_id`` (from
     ``/controller``) names this broker a moment before ``is_active_controller`` turns true (the
-    winner first catches up), and a moment after it turned false (deposed): a change the local
-    controller gets in that gap answers NOT_CONTROLLER, which forwarders and clients retry.
+    winner first catches up), and a moment after it turned false (deposed): the broker's
+    :class:`~moldau.broker.metadata.selection.ActiveControllerChannel` holds a change asked
+    for in that gap until this broker is armed or the image names another controller.
     """
 
     def __init__(self, zk: AsyncZooKeeper, broker_id: int, controller: Controller,
