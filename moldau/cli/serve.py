@@ -35,14 +35,31 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(func=run)
 
 
+def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """The first SIGTERM or SIGINT sets ``stop``; every later one is ignored, as the JVM
+    ignores signals while Kafka's shutdown hooks run.
+
+    Supervisors and scripts repeat SIGTERM. The default action must never come back during a
+    clean shutdown, or a repeated signal turns it into death by signal: the loop puts it back
+    when its own handlers are removed or it closes, and Python when it finalizes (for every
+    signal with a Python handler). So plain Python handlers, not ``loop.add_signal_handler``,
+    and the first one replaces both by SIG_IGN itself, leaving no moment without a handler."""
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        loop.call_soon_threadsafe(stop.set)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+
+
 async def _serve(config: object) -> int:
     from ..broker.server import Broker
 
     broker = Broker(config)  # type: ignore[arg-type]
-    loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    _stop_on_signals(asyncio.get_running_loop(), stop)
     try:
         await broker.start()
     except OSError as exc:
@@ -50,11 +67,6 @@ async def _serve(config: object) -> int:
         await broker.stop()
         return 1
     await stop.wait()
-    # Shutting down now: a second SIGTERM (supervisors and scripts repeat it) changes nothing,
-    # and must not kill the process by the default action once the loop has closed (which
-    # restores the handlers it installed), turning a clean exit into death by signal.
-    loop.remove_signal_handler(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     log.info("[MoldauServer id=%s] shutting down", broker.node_id)
     await broker.stop()
     return 0
