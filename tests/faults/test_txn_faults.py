@@ -20,13 +20,16 @@ from pathlib import Path
 import pytest
 
 from moldau.testing.zookeeper import ZooKeeperEnsemble
+from tests.faults.replication.nemesis import KINDS
 from tests.faults.replication.runner import RunConfig, run
 
 # ~60-75 s of fault rounds: the slow suite (`make test` runs it after the default one).
 pytestmark = pytest.mark.slow
 
-# Every fault kind that needs no network namespace (partition-leader needs --netns).
-FAULTS = ("kill-leader", "kill-controller", "pause-leader", "kill-zookeeper", "restart-all")
+# Every fault kind that needs no network namespace (partition-leader needs --netns) and loses
+# nothing by design: kill-leader, kill-controller, pause-leader, kill-zookeeper,
+# zookeeper-quorum-loss, restart-all (the nemesis's KINDS, so a new kind joins by itself).
+FAULTS = KINDS
 
 
 def _seed() -> int:
