@@ -18,7 +18,7 @@ import uuid
 from moldau.broker.group.partitioning import partition_for
 
 from .conftest import ClusterFactory
-from .test_group_durability import Scenario, wait_until
+from .group_scenario import Scenario, wait_until
 
 TXN_PARTITIONS = 50  # transaction.state.log.num.partitions (Kafka's default)
 TIMEOUT_S = 60
