@@ -6,9 +6,9 @@ An idempotent acks=all producer sends continuously to a topic with replication f
 another broker) gets SIGTERM: before it exits it
 asks the controller (ControlledShutdown) to move leadership of its partitions to another
 in-sync replica. The test measures the time from SIGTERM to the Metadata of a surviving broker
-naming a new leader (printed; docs/operations.md records it: well under 2 s on an idle
-machine), with a generous bound since the machine is shared; and no delivery error reaches the
-application: every delivery callback succeeds and every value is read back exactly once.
+naming a new leader (printed; docs/operations.md records it), which must be under 2 s as the
+issue says; and no delivery error reaches the application: every delivery callback succeeds
+and every value is read back exactly once.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from moldau.testing.waiting import wait_for
 from .conftest import ClusterFactory
 
 PARTITIONS = 3
-#: A generous bound for a loaded machine; the issue's target is 2 s (measured: see the output
-#: and docs/operations.md, "Controlled shutdown").
-MOVE_BOUND_S = 10.0
+#: Issue 13, acceptance 3: leadership moves in under 2 s (measured: see the output and
+#: docs/operations.md, "Controlled shutdown with replication").
+MOVE_BOUND_S = 2.0
 
 
 class ContinuousProducer(threading.Thread):
