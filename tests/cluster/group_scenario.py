@@ -78,6 +78,24 @@ class Scenario:
         client.create_topics([new], operation_timeout=30)[self.topic].result(60)
         wait_until(lambda: len(self.cluster.leaders(self.topic)) == PARTITIONS, 30,
                    f"{self.topic} led")
+        # Every broker a member may ask knows the topic: a member whose first Metadata does not
+        # name it has nothing to join with (librdkafka 2.0.2, kcat's, then waits for its next
+        # periodic refresh, topic.metadata.refresh.interval.ms: 5 min), as it would after
+        # any CreateTopics (brokers learn new topics a moment apart, Kafka's too).
+        for broker in self.survivors:
+            address = self.cluster.broker(broker).address()
+            wait_until(lambda a=address: self._led_in_metadata(a), 30,
+                       f"{self.topic} led in broker {broker}'s Metadata")
+
+    def _led_in_metadata(self, address: str) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        metadata = AdminClient({"bootstrap.servers": address}).list_topics(self.topic,
+                                                                         timeout=10)
+        topic = metadata.topics.get(self.topic)
+        return (topic is not None and topic.error is None
+                and len(topic.partitions) == PARTITIONS
+                and all(p.leader >= 0 for p in topic.partitions.values()))
 
     def send(self, tag: str) -> set[str]:
         """``PER_PARTITION`` records to each partition, acks=all; their values."""
