@@ -283,10 +283,13 @@ def _kill_executors(worker_pid: int) -> int:
 
 def test_exactly_once_across_executor_and_driver_kills_on_a_standalone_cluster(
         broker: BrokerProcess, tmp_path: Path) -> None:
-    """On a standalone master + worker: the executor JVM (and its Python workers) killed while
-    a task's transaction is open — Spark retries the task on a new executor, whose producer
-    fences the dead one's; later the driver killed while a transaction is open, and the
-    pipeline restarted from its checkpoint on the same cluster."""
+    """On a standalone master + worker: the executor JVM (and its Python workers) killed when
+    a task's transaction is seen open, else once a quarter of the records are committed (its
+    tasks then die inside or between their transactions) — Spark retries the tasks on a new
+    executor, whose producers fence the dead ones'; later the driver killed with a transaction
+    open, a micro-batch partly committed, or (once three quarters are committed) between
+    micro-batches, and the pipeline restarted from its checkpoint on the same cluster. Which
+    moments were hit is printed."""
     events = 2 * EVENTS  # more micro-batches after the executor's, to catch one mid-way
     source, target = f"events-{uuid.uuid4().hex[:8]}", f"tags-{uuid.uuid4().hex[:8]}"
     admin = SyncAdminClient({"bootstrap.servers": broker.bootstrap})
