@@ -7,10 +7,17 @@ included; the followers' come from their fetches, :mod:`.replication.progress`);
 of one it follows the leader's log end offset on every append. It never moves back on a
 leader. A follower sets its own from the leader's answers (:meth:`Partition.append_as_follower`
 and :meth:`Partition.update_follower_high_watermark`).
+
+A broker that becomes leader through an unclean election (the partition state says
+``leader_recovery_state`` RECOVERING, KIP-704) logs a warning with what it knows of the loss:
+where its log ends, and the last high watermark the previous leader had told it, below which
+every record was acknowledged. The exact range is logged by each former replica that drops it
+when it rejoins (:mod:`.replication.fetcher`).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,7 +27,7 @@ from ..protocol.errors import ErrorCode, KafkaError
 from ..protocol.records.batch import BatchHeader, iter_batches, validate_batches
 from ..storage.log import AppendInfo, Log
 from ..storage.producer_state import ORIGIN_CLIENT, ORIGIN_COORDINATOR
-from .metadata.image import PartitionState
+from .metadata.image import RECOVERING, PartitionState
 from .metadata.isr_change import IsrChangeResult
 from .purgatory import Purgatory
 from .replication.progress import (
@@ -29,6 +36,8 @@ from .replication.progress import (
     new_leader_progress,
     record_fetch,
 )
+
+logger = logging.getLogger(__name__)
 
 
 class IsrHooks(Protocol):
@@ -85,6 +94,9 @@ class Partition:
         # The log end offset when this broker became leader of the current epoch (Kafka's
         # leaderEpochStartOffsetOpt): a follower joins the ISR only once it reaches it.
         self.epoch_start_offset = 0
+        # As follower: the high watermark the leader last answered (-1: none heard since this
+        # broker started), which may be past this log's end.
+        self.leader_high_watermark = -1
 
     def set_topic_config(self, config: dict[str, Any]) -> None:
         """The topic's effective configs (``produce_limits`` follows)."""
@@ -132,6 +144,10 @@ class Partition:
         became_leader = state.leader == self.node_id and not self.fenced and (
             not was_leader or state.leader_epoch != self.leader_epoch
         )
+        if (became_leader and state.leader_recovery_state == RECOVERING
+                and 0 <= self.leader_epoch < state.leader_epoch):
+            # Seen happening (not a restart into a state that is still RECOVERING).
+            self._warn_unclean_leadership(state.leader_epoch)
         self.leader, self.isr, self.replicas = state.leader, list(state.isr), list(state.replicas)
         self.partition_epoch = state.partition_epoch
         self.leader_epoch = state.leader_epoch
@@ -151,6 +167,27 @@ class Partition:
             # A smaller ISR (a dead follower dropped) commits what the others have: the
             # acks=all produces waiting for it are answered now, not at their timeout.
             self.purgatory.notify(self.key)
+
+    def _warn_unclean_leadership(self, leader_epoch: int) -> None:
+        """The loss, as far as this broker can know it, when it leads after an unclean
+        election: the previous leader's records from this log's end on are gone; those below
+        the last high watermark it heard of were acknowledged."""
+        log_end = self.log.log_end_offset
+        heard = max(self.leader_high_watermark, self.log.high_watermark)
+        if heard > log_end:
+            acknowledged = (f"at least offsets {log_end}..{heard - 1} of them had been "
+                            f"acknowledged (they were below that high watermark)")
+        else:
+            acknowledged = ("none below that high watermark, but records acknowledged "
+                            "after it (acks=1, or before this broker heard of a higher high "
+                            "watermark) may be among them")
+        logger.warning(
+            "Unclean leader election of %s-%d: broker %d leads it from leader epoch %d "
+            "without having been in sync (leader_recovery_state RECOVERING). Its log ends at "
+            "offset %d; the last high watermark it had learned from the previous leader is "
+            "%d. Records the previous leader had from offset %d on are lost: %s. A former "
+            "replica that rejoins logs the exact range it drops.", self.topic, self.index,
+            self.node_id, leader_epoch, log_end, heard, log_end, acknowledged)
 
     def _start_leader_epoch(self) -> None:
         log = self.log
@@ -299,6 +336,7 @@ class Partition:
     def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
         """Follower: high watermark = min(leader's, own log end offset). A move wakes the
         long polls of consumers reading from this follower (KIP-392)."""
+        self.leader_high_watermark = leader_high_watermark
         log = self.log
         target = min(leader_high_watermark, log.log_end_offset)
         if target > log.high_watermark:

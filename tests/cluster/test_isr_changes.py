@@ -9,11 +9,18 @@ broker answers them):
   refused (INVALID_UPDATE_VERSION) and the broker that is not the controller answers
   AlterPartition itself with NOT_CONTROLLER;
 - a replication-factor-2 partition whose follower was frozen (SIGSTOP) until its leader
-  dropped it from the ISR, and whose only ISR member is then killed, stays offline (leader -1,
-  clients get errors) while ``unclean.leader.election.enable`` is false; setting it to true
-  on the topic (IncrementalAlterConfigs through a broker that is not the controller) elects
-  the out-of-sync replica, the controller logs a warning naming the partition, and produce
-  works again. The same with the key set as the controller's dynamic broker config.
+  dropped it from the ISR (after records both have, acks=all, and before records only the
+  leader gets, acks=1), and whose only ISR member is then killed, stays offline (leader -1)
+  while ``unclean.leader.election.enable`` is false: a producer's delivery fails, a
+  consumer's offsets query fails and a consumer assigned to it reads nothing. Setting it to
+  true on the topic (IncrementalAlterConfigs through a broker that is not the controller)
+  elects the out-of-sync replica (``leader_recovery_state`` RECOVERING in its state znode)
+  and the loss is logged: the controller names the partition, the new leader where its log
+  ends (the first offset lost) and the last high watermark it had heard of. The partition
+  serves again: produce, and a consumer reads the acks=all records and the new one, none of
+  the lost. The old leader, restarted, truncates and logs the exact range it drops, then
+  rejoins the ISR (RECOVERED). The same with the key set as the controller's dynamic broker
+  config.
 
 The first test sends a leader's AlterPartition itself; the leaders' ISR managers run too
 (their own shrink and expand are tests/cluster/test_isr_lag.py's subject).
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 import time
 import uuid
 from typing import Any
@@ -168,29 +176,101 @@ def test_alter_partition_is_committed_and_seen_by_every_broker(
     assert partition_znode(cluster, topic) == (state, 2)
 
 
+ACKED = 5  # records on both replicas (acks=all) before the follower is frozen
+FETCH_WAIT_MS = 200  # replica.fetch.wait.max.ms
+LOST = 3  # records on the leader alone (acks=1) when it is killed
+
+
+def consumer(bootstrap: str) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": f"r-{uuid.uuid4().hex[:6]}",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+
+
+def read_values(bootstrap: str, topic: str, count: int, timeout: float = 30) -> list[str]:
+    """Partition 0's values from offset 0, by a confluent-kafka consumer, until ``count`` are
+    read (then 1 s more, for any extra) or ``timeout`` passes."""
+    from confluent_kafka import TopicPartition
+
+    reader = consumer(bootstrap)
+    reader.assign([TopicPartition(topic, 0, 0)])
+    values: list[str] = []
+    deadline, settle = time.monotonic() + timeout, None
+    try:
+        while time.monotonic() < (settle or deadline):
+            for msg in reader.consume(100, 0.5):
+                if msg.error() is None:
+                    values.append(msg.value().decode())
+            if len(values) >= count and settle is None:
+                settle = time.monotonic() + 1
+    finally:
+        reader.close()
+    return values
+
+
+def assert_consumers_get_nothing(bootstrap: str, topic: str) -> str:
+    """A confluent-kafka consumer of the offline partition: asking for its offsets fails
+    (ListOffsets has no leader to go to), and a consumer assigned to it reads nothing.
+    Returns the error's name."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    reader = consumer(bootstrap)
+    try:
+        with pytest.raises(KafkaException) as failed:
+            reader.get_watermark_offsets(TopicPartition(topic, 0), timeout=5)
+        reader.assign([TopicPartition(topic, 0, 0)])
+        got = [m for m in reader.consume(100, 5.0) if m.error() is None]
+        assert got == [], [m.value() for m in got]
+    finally:
+        reader.close()
+    return str(failed.value.args[0].name())
+
+
 @pytest.mark.parametrize("level", ["topic", "broker"])
 def test_unclean_election_keeps_a_partition_offline_until_enabled(
         cluster_factory: ClusterFactory, level: str) -> None:
+    """Issue 13: ISR empty and unclean=false give errors to producers and consumers;
+    unclean=true elects, serves (produce and consume), and logs the loss: the controller
+    names the partition, the new leader where its log ends and the last high watermark it
+    had heard of, and the old leader, restarted, the exact range it drops."""
     from confluent_kafka import Producer
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
-    cluster = cluster_factory(3, settings={"replica.lag.time.max.ms": "3000"})
+    cluster = cluster_factory(3, settings={"replica.lag.time.max.ms": "3000",
+                                           "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS)})
     controller = cluster.wait_controller(60)
     leader, other = [b for b in sorted(cluster.brokers) if b != controller]
     topic = f"unclean-{uuid.uuid4().hex[:6]}"
     create_topic(cluster.bootstrap(), topic, [[leader, other]])
-    wait_until(lambda: cluster.partition_state(topic, 0) is not None, 60, "partition state")
+    both = sorted([leader, other])
+    wait_until(lambda: sorted(partition_znode(cluster, topic)[0]["isr"]) == both, 60,
+               "partition state with both replicas in sync")
+    acked = [f"acked-{i}" for i in range(ACKED)]
+    delivered: list[Any] = []
+    producer = Producer({"bootstrap.servers": cluster.broker(leader).address(), "acks": "all"})
+    for value in acked:
+        producer.produce(topic, value.encode(), partition=0,
+                         on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
+    producer.flush(30)
+    assert delivered == [(None, i) for i in range(ACKED)], delivered
+    time.sleep(1.5)  # the follower's next fetch tells it the high watermark, ACKED
     # The follower is frozen while the leader takes records (acks=1) it never gets: the
-    # leader drops it from the ISR (or the controller does, once its session ends).
+    # leader drops it from the ISR (or the controller does, once its session ends). Its fetch
+    # parked on the leader when it froze must be answered (empty, after
+    # replica.fetch.wait.max.ms) first: the records would wake it and wait in the frozen
+    # follower's socket, to be appended when it resumes.
     cluster.sigstop(other)
+    time.sleep(10 * FETCH_WAIT_MS / 1000)
     try:
-        acked: list[Any] = []
+        acks: list[Any] = []
         producer = Producer({"bootstrap.servers": cluster.broker(leader).address(),
                              "acks": "1"})
-        producer.produce(topic, b"only on the leader", partition=0,
-                         on_delivery=lambda err, _msg: acked.append(err))
+        for i in range(LOST):
+            producer.produce(topic, f"only on the leader {i}".encode(), partition=0,
+                             on_delivery=lambda err, _msg: acks.append(err))
         producer.flush(30)
-        assert acked == [None], acked
+        assert acks == [None] * LOST, acks
         wait_until(lambda: partition_znode(cluster, topic)[0]["isr"] == [leader], 60,
                    "ISR shrunk to the leader")
         # Killed before the follower resumes (it would catch up and rejoin).
@@ -210,7 +290,8 @@ def test_unclean_election_keeps_a_partition_offline_until_enabled(
     producer.produce(topic, b"while offline", partition=0,
                      on_delivery=lambda err, _msg: errors.append(err))
     producer.flush(30)
-    assert errors and errors[0] is not None, errors  # the client gets an error
+    assert errors and errors[0] is not None, errors  # the producer gets an error
+    consumer_error = assert_consumers_get_nothing(via, topic)  # and so do consumers
 
     # unclean.leader.election.enable=true on the topic (or the controller), through a
     # broker that is not the controller: the controller elects the out-of-sync replica.
@@ -222,14 +303,40 @@ def test_unclean_election_keeps_a_partition_offline_until_enabled(
     client.incremental_alter_configs([resource])[resource].result(60)
     wait_until(lambda: cluster.leaders(topic).get(0) == other, 60, "unclean election")
     state, _version = partition_znode(cluster, topic)
-    assert (state["leader"], state["isr"]) == (other, [other])
+    assert (state["leader"], state["isr"], state.get("leader_recovery_state")) == (
+        other, [other], 1)  # KIP-704: RECOVERING until the ISR changes
     wait_until(lambda: leader_and_isr(via, topic)[:2] == (other, [other]), 60,
                "Metadata showing the new leader")
     log = cluster.broker(cluster.wait_controller(60)).log_text()
     assert f"Unclean leader election of {topic}-0" in log
-    delivered: list[Any] = []
+    # The new leader: the offset its log ends at (where the loss starts) and the last high
+    # watermark it heard of (the acks=all records, all of which it has).
+    warning = wait_until(lambda: re.search(
+        rf"WARN.*Unclean leader election of {topic}-0: broker {other} leads it .*"
+        rf"Its log ends at offset (\d+); the last high watermark it had learned from the "
+        rf"previous leader is (\d+)\. Records the previous leader had from offset (\d+) on "
+        rf"are lost", cluster.broker(other).log_text()), 30, "the new leader's warning")
+    log_end, heard, lost_from = map(int, warning.groups())
+    assert log_end == lost_from == ACKED and heard <= ACKED, warning[0]
+
+    # It serves: produce, and consumers read what it has (not what only the old leader had).
+    delivered = []
     producer = Producer({"bootstrap.servers": via, "message.timeout.ms": 30000})
     producer.produce(topic, b"after", partition=0,
                      on_delivery=lambda err, msg: delivered.append((err, msg.offset())))
     producer.flush(60)
-    assert delivered and delivered[0][0] is None, delivered
+    assert delivered == [(None, ACKED)], delivered
+    assert read_values(via, topic, ACKED + 1) == [*acked, "after"]
+
+    # The old leader, back, truncates what the new one lacks and says which offsets those are.
+    cluster.restart(leader)
+    truncated = wait_until(lambda: re.search(
+        rf"WARN.*truncated {topic}-0 from (\d+) to (\d+) \(.*\): offsets (\d+)\.\.(\d+) are "
+        rf"not the leader's", cluster.broker(leader).log_text()), 60, "the old leader's truncation")
+    assert tuple(map(int, truncated.groups())) == (
+        ACKED + LOST, ACKED, ACKED, ACKED + LOST - 1), truncated[0]
+    wait_until(lambda: sorted(partition_znode(cluster, topic)[0]["isr"]) == both, 60,
+               "the old leader back in the ISR")
+    assert partition_znode(cluster, topic)[0].get("leader_recovery_state") is None
+    print(f"offline: the consumer's offsets query failed with {consumer_error}; "
+          f"{warning[0]}; {truncated[0]}")

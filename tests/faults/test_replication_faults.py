@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -108,11 +109,25 @@ def test_the_checker_catches_acknowledged_records_lost_on_a_real_run(
     losing = {p for p, counts in report.per_partition.items() if counts["lost"]}
     # the partition whose leader was left alone in its ISR lost the records it held alone
     assert target["partition"] in losing, (losing, target)
-    # the new leader said it was elected uncleanly, naming the partition
+    # the logs say what was lost: the new leader from which offset, the old leader, restarted,
+    # the exact range it truncated — from that same offset, and no fewer records than the
+    # checker found lost on that partition (some it dropped may never have been acknowledged)
     topic = next(e for e in read_history(result.history_path) if e["type"] == "meta")["topic"]
-    logs = "".join(p.read_text(errors="replace")
-                   for p in (tmp_path / "run" / "brokers").glob("*/broker.log"))
-    assert f"Unclean leader election of {topic}-{target['partition']}" in logs
+    tp = f"{topic}-{target['partition']}"
+    logs = {int(p.parent.name.removeprefix("broker-")): p.read_text(errors="replace")
+            for p in (tmp_path / "run" / "brokers").glob("broker-*/broker.log")}
+    elected = [m for text in logs.values() for m in re.finditer(
+        rf"Unclean leader election of {re.escape(tp)}: broker (\d+) leads it .* Its log ends "
+        rf"at offset (\d+);", text)]
+    assert len(elected) == 1, [m[0] for m in elected]
+    new_leader, lost_from = int(elected[0][1]), int(elected[0][2])
+    assert new_leader in target["stopped"]
+    truncated = [(int(m[1]), int(m[2])) for m in re.finditer(
+        rf"truncated {re.escape(tp)} from \d+ to \d+ \(.*\): offsets (\d+)\.\.(\d+) are not "
+        rf"the leader's", logs[target["broker"]])]
+    assert truncated and truncated[0][0] == lost_from, (truncated, lost_from)
+    assert sum(last - first + 1 for first, last in truncated) >= \
+        report.per_partition[target["partition"]]["lost"]
     # the report names the seed, and how to replay it
     assert any(f"seed {seed}" in line and "INVALID" in line for line in lines)
     assert any(f"--seed {seed}" in line for line in lines)

@@ -17,8 +17,10 @@ Version 3 (Kafka 3.5, KIP-903) sends the ISR with broker epochs (``new_isr_with_
 version 2 (Kafka 3.3) sends broker ids (``new_isr``). Left out: versions 0-1 (topics named by
 name; kio, following Kafka 4, has no schemas for them), the broker epoch checks
 (STALE_BROKER_EPOCH: Moldau's image keeps no broker epochs, so ``broker_epoch`` is read and
-ignored), and leader recovery after an unclean election (``leader_recovery_state`` is read and
-answered 0, RECOVERED).
+ignored), and the request's ``leader_recovery_state``, which is read and ignored: every ISR
+change a leader asks for counts as RECOVERED (KIP-704's state is RECOVERING from an unclean
+election until the leader's first ISR change, see :mod:`moldau.broker.metadata.isr_change`),
+and the answer says 0, RECOVERED.
 """
 
 from __future__ import annotations

@@ -28,6 +28,11 @@ from .records import (
     UnregisterBrokerRecord,
 )
 
+#: ``leader_recovery_state`` (KIP-704): the leader came from an unclean election and may lack
+#: records the previous leader had acknowledged (RECOVERING), or not (RECOVERED).
+RECOVERED = 0
+RECOVERING = 1
+
 
 @dataclass
 class PartitionState:
@@ -43,6 +48,9 @@ class PartitionState:
     partition_epoch: int
     adding_replicas: list[int] = field(default_factory=list)
     removing_replicas: list[int] = field(default_factory=list)
+    #: KIP-704: RECOVERING (1) from an unclean election until the leader changes the ISR (or
+    #: another leader is elected cleanly); RECOVERED (0) otherwise.
+    leader_recovery_state: int = 0
 
     @property
     def reassigning(self) -> bool:
@@ -110,6 +118,7 @@ class MetadataImage:
                         record.partition_epoch,
                         list(record.adding_replicas),
                         list(record.removing_replicas),
+                        record.leader_recovery_state,
                     )
                 )
             case PartitionChangeRecord():
@@ -117,6 +126,9 @@ class MetadataImage:
                 if record.leader is not None and record.leader != state.leader:
                     state.leader = record.leader
                     state.leader_epoch += 1
+                    state.leader_recovery_state = RECOVERED
+                if record.leader_recovery_state is not None:
+                    state.leader_recovery_state = record.leader_recovery_state
                 if record.isr is not None:
                     state.isr = list(record.isr)
                 if record.replicas is not None:
@@ -181,5 +193,5 @@ class MetadataImage:
         return dict(source.get(name, {}))
 
 
-__all__ = ["BROKER_RESOURCE", "TOPIC_RESOURCE", "BrokerRegistration", "MetadataImage",
-           "PartitionState", "TopicImage"]
+__all__ = ["BROKER_RESOURCE", "RECOVERED", "RECOVERING", "TOPIC_RESOURCE", "BrokerRegistration",
+           "MetadataImage", "PartitionState", "TopicImage"]

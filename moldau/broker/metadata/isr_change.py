@@ -31,7 +31,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from ...protocol.errors import ErrorCode
-from .image import MetadataImage, PartitionState
+from .image import RECOVERED, MetadataImage, PartitionState
 from .records import MetadataRecord, PartitionChangeRecord
 from .validation import Problem
 
@@ -120,10 +120,14 @@ def _eligible(image: MetadataImage, broker_id: int, ineligible: Collection[int])
 
 
 def apply_isr_change(change: IsrChange, state: PartitionState) -> PartitionChangeRecord | None:
-    """The record a valid ``change`` needs (None: the ISR already is the new one)."""
+    """The record a valid ``change`` needs (None: the ISR already is the new one). A leader
+    that changes the ISR after an unclean election has recovered (KIP-704: its AlterPartition
+    says RECOVERED): the record says so."""
     if list(change.new_isr) == state.isr:
         return None
-    return PartitionChangeRecord(change.topic_id, change.partition, isr=list(change.new_isr))
+    return PartitionChangeRecord(
+        change.topic_id, change.partition, isr=list(change.new_isr),
+        leader_recovery_state=RECOVERED if state.leader_recovery_state != RECOVERED else None)
 
 
 def plan_isr_changes(image: MetadataImage, broker_id: int, changes: Sequence[IsrChange], *,

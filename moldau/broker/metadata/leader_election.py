@@ -31,7 +31,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from ...protocol.errors import ErrorCode
-from .image import MetadataImage, PartitionState
+from .image import RECOVERING, MetadataImage, PartitionState
 from .records import MetadataRecord, PartitionChangeRecord
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,8 @@ def _elect_one(topic_id: object, name: str, partition: int, state: PartitionStat
                 "(ISR %s) is alive, so out-of-sync replica %d leads it; records it lacks are "
                 "lost (data loss)", tp, state.isr, leader)
     return ErrorCode.none, None, PartitionChangeRecord(topic_id, partition, leader=leader,
-                                                       isr=[leader])
+                                                       isr=[leader],
+                                                       leader_recovery_state=RECOVERING)
 
 
 def plan_elections(image: MetadataImage, election_type: int,

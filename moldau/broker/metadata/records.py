@@ -48,7 +48,8 @@ class TopicRecord(MetadataRecord):
 @dataclass(frozen=True)
 class PartitionRecord(MetadataRecord):
     TYPE: ClassVar[str] = "PartitionRecord"
-    OPTIONAL: ClassVar[dict[str, Any]] = {"adding_replicas": [], "removing_replicas": []}
+    OPTIONAL: ClassVar[dict[str, Any]] = {"adding_replicas": [], "removing_replicas": [],
+                                          "leader_recovery_state": 0}
     topic_id: uuid.UUID
     partition_id: int
     replicas: list[int]
@@ -61,16 +62,22 @@ class PartitionRecord(MetadataRecord):
     # removingReplicas).
     adding_replicas: list[int] = field(default_factory=list)
     removing_replicas: list[int] = field(default_factory=list)
+    # KIP-704: 1 (RECOVERING) while the leader came from an unclean election and has not
+    # changed the ISR since; 0 (RECOVERED) otherwise.
+    leader_recovery_state: int = 0
 
 
 @dataclass(frozen=True)
 class PartitionChangeRecord(MetadataRecord):
     """A change of leader, ISR and/or replicas; a new leader bumps the leader epoch. None
     leaves a field as it is; ``adding_replicas``/``removing_replicas`` set the reassignment
-    in progress (empty lists: none)."""
+    in progress (empty lists: none). ``leader_recovery_state`` (KIP-704) is 1 (RECOVERING) for
+    an unclean election, 0 when the leader's ISR change ends the recovery; None: as it was,
+    except that a new leader makes it 0 unless the record says otherwise."""
 
     TYPE: ClassVar[str] = "PartitionChangeRecord"
-    OPTIONAL: ClassVar[dict[str, Any]] = {"adding_replicas": None, "removing_replicas": None}
+    OPTIONAL: ClassVar[dict[str, Any]] = {"adding_replicas": None, "removing_replicas": None,
+                                          "leader_recovery_state": None}
     topic_id: uuid.UUID
     partition_id: int
     leader: int | None = None
@@ -78,6 +85,7 @@ class PartitionChangeRecord(MetadataRecord):
     replicas: list[int] | None = None
     adding_replicas: list[int] | None = None
     removing_replicas: list[int] | None = None
+    leader_recovery_state: int | None = None
 
 
 @dataclass(frozen=True)

@@ -354,8 +354,11 @@ def _truncate_to(state: FollowerState, target: int, why: str) -> None:
     end = plog.log_end_offset
     if target < end:
         plog.truncate_to(target)
-        log.warning("truncated %s-%d from %d to %d (%s): offsets %d..%d are not the leader's",
-                    *state.key, end, plog.log_end_offset, why, target, end - 1)
+        # After an unclean election this is the exact range of the records lost here (those
+        # that had been acknowledged are lost for good; the new leader logged from where).
+        log.warning("truncated %s-%d from %d to %d (%s): offsets %d..%d are not the leader's "
+                    "and are dropped", *state.key, end, plog.log_end_offset, why, target,
+                    end - 1)
 
 
 class ReplicaFetcherManager:

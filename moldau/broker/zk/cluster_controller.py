@@ -52,7 +52,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from ...protocol.errors import ErrorCode, KafkaError
 from ..metadata.controller import Controller
-from ..metadata.image import MetadataImage, PartitionState
+from ..metadata.image import RECOVERING, MetadataImage, PartitionState
 from ..metadata.leader_election import PREFERRED, imbalanced_partitions
 from ..metadata.records import (
     ConfigRecord,
@@ -90,7 +90,9 @@ def elect_leader(topic_id: uuid.UUID, partition: int, state: PartitionState,
     A leader that is alive stays; dead replicas leave the ISR (never its last member). A
     partition whose leader is dead or -1 gets the first eligible replica in the ISR; with
     none, and ``unclean`` (``unclean.leader.election.enable``), the first eligible replica
-    outside it, which becomes the ISR alone (records only it had are lost); else -1."""
+    outside it, which becomes the ISR alone (records only it had are lost) with
+    ``leader_recovery_state`` RECOVERING, so that the new leader logs what it lacks; else
+    -1."""
     isr = [b for b in state.isr if b in alive] or list(state.isr[-1:])
     if state.leader in alive:
         return (PartitionChangeRecord(topic_id, partition, isr=isr)
@@ -99,7 +101,8 @@ def elect_leader(topic_id: uuid.UUID, partition: int, state: PartitionState,
     if leader == NO_LEADER and unclean:
         leader = next((r for r in state.replicas if r in eligible), NO_LEADER)
         if leader != NO_LEADER:
-            return PartitionChangeRecord(topic_id, partition, leader=leader, isr=[leader])
+            return PartitionChangeRecord(topic_id, partition, leader=leader, isr=[leader],
+                                         leader_recovery_state=RECOVERING)
     if leader == NO_LEADER and state.leader == NO_LEADER and isr == state.isr:
         return None
     return PartitionChangeRecord(topic_id, partition,
@@ -112,7 +115,10 @@ def leader_elections(image: MetadataImage, shutting_down: Collection[int] = (),
                      ) -> list[MetadataRecord]:
     """:func:`elect_leader` over every partition of ``image``; ``unclean_enabled(topic)``
     says whether a topic allows unclean leader election (default: none does). Each unclean
-    election is logged as a warning naming the partition."""
+    election is logged as a warning naming the partition; the offsets lost are logged by the
+    brokers, which know them: the new leader (where its log ends, and the last high watermark
+    it had heard of) and each former replica that truncates when it rejoins (the exact
+    range)."""
     alive = set(image.brokers)
     eligible = alive - set(shutting_down)
     out: list[MetadataRecord] = []
@@ -132,7 +138,9 @@ def leader_elections(image: MetadataImage, shutting_down: Collection[int] = (),
                             "Unclean leader election of %s-%d: no in-sync replica (ISR %s) "
                             "is alive, so out-of-sync replica %d leads it "
                             "(unclean.leader.election.enable=true); records it lacks are lost "
-                            "(data loss)", topic.name, p, state.isr, forced.leader)
+                            "(data loss): broker %d logs the offsets from which they are "
+                            "lost, a former replica that rejoins the exact range it drops",
+                            topic.name, p, state.isr, forced.leader, forced.leader)
                         change = forced
             if change is not None:
                 out.append(change)

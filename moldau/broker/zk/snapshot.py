@@ -58,6 +58,7 @@ from ..metadata.records import (
 from . import layout
 from .admin_layout import EntityConfig, ProducerIdBlock
 from .layout import (
+    LEADER_RECOVERED,
     BrokerRegistration,
     ControllerEpoch,
     ControllerRegistration,
@@ -334,13 +335,15 @@ def _partition_records(topic_id: uuid.UUID, p: int, assignment: ReplicaAssignmen
     isr = list(state.isr)
     replicas = list(assignment.replicas)
     adding, removing = list(assignment.adding_replicas), list(assignment.removing_replicas)
+    recovery = state.leader_recovery_state
     full = PartitionRecord(topic_id, p, replicas, isr, state.leader, state.leader_epoch,
-                           zk.version, adding, removing)
+                           zk.version, adding, removing, recovery)
     if have is None:
         return [full]
     if (have.replicas, have.isr, have.leader, have.leader_epoch, have.partition_epoch,
-            have.adding_replicas, have.removing_replicas) == (
-            replicas, isr, state.leader, state.leader_epoch, zk.version, adding, removing):
+            have.adding_replicas, have.removing_replicas, have.leader_recovery_state) == (
+            replicas, isr, state.leader, state.leader_epoch, zk.version, adding, removing,
+            recovery):
         return []
     leader_moved = state.leader != have.leader
     if zk.version == have.partition_epoch + 1 and \
@@ -350,7 +353,10 @@ def _partition_records(topic_id: uuid.UUID, p: int, assignment: ReplicaAssignmen
             isr=isr if isr != have.isr else None,
             replicas=replicas if replicas != have.replicas else None,
             adding_replicas=adding if adding != have.adding_replicas else None,
-            removing_replicas=removing if removing != have.removing_replicas else None)]
+            removing_replicas=removing if removing != have.removing_replicas else None,
+            # said only when the replay would not come to it (a new leader resets it)
+            leader_recovery_state=None if recovery == (
+                LEADER_RECOVERED if leader_moved else have.leader_recovery_state) else recovery)]
     return [full]  # more than one step behind: the whole state
 
 

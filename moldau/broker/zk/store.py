@@ -216,7 +216,7 @@ def plan_ops(image: MetadataImage, records: Sequence[MetadataRecord], controller
 
 def _state_json(state: Any, controller_epoch: int) -> bytes:
     return PartitionState(state.leader, state.leader_epoch, tuple(state.isr),
-                          controller_epoch).to_json()
+                          controller_epoch, state.leader_recovery_state).to_json()
 
 
 def _create_topic(topic: TopicImage, configs: dict[str, str], controller_epoch: int,

@@ -75,7 +75,9 @@ def test_unclean_prefers_in_sync_then_any_live_replica(caplog: pytest.LogCapture
                            ("t", 2): ErrorCode.none,
                            ("t", 3): ErrorCode.eligible_leaders_not_available}
     assert plan.records == [PartitionChangeRecord(T, 1, leader=2, isr=[2]),
-                            PartitionChangeRecord(T, 2, leader=1, isr=[1])]
+                            # unclean: RECOVERING (KIP-704), so the new leader logs it
+                            PartitionChangeRecord(T, 2, leader=1, isr=[1],
+                                                  leader_recovery_state=1)]
     assert "t-2" in caplog.text and "data loss" in caplog.text
 
 

@@ -1,16 +1,18 @@
 """A Partition's replication state over a real log in a tmp dir: the followers' progress it
 keeps as leader, the high watermark over the ISR, and the follower side (append as the leader
-wrote, high watermark = min(leader's, own log end))."""
+wrote, high watermark = min(leader's, own log end)); the warning of a leader by unclean
+election."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from pathlib import Path
 
 import pytest
 
-from moldau.broker.metadata.image import PartitionState
+from moldau.broker.metadata.image import RECOVERING, PartitionState
 from moldau.broker.partition import Partition
 from moldau.broker.purgatory import Purgatory
 from moldau.protocol.records.batch import validate_batches
@@ -89,3 +91,64 @@ def test_a_smaller_isr_advances_the_high_watermark_and_wakes_waiting_produces(
         assert await asyncio.wait_for(waiter, 10)  # woken by the event, not the timeout
 
     asyncio.run(main())
+
+
+def _follower_with(tmp_path: Path, name: str, records: int, leader_hw: int) -> Partition:
+    """Broker 2 following broker 1 (epoch 1) with ``records`` records of its log, told a high
+    watermark of ``leader_hw`` by the leader."""
+    leader = partition(tmp_path, f"{name}-leader", 1)
+    leader.apply_state(state(1, [1, 2]))
+    batch = make_batch(records)
+    leader.append_as_leader(batch, validate_batches(batch))
+    follower = partition(tmp_path, name, 2)
+    follower.apply_state(state(1, [1, 2]))
+    data = leader.read(0, 1 << 20, False, True, up_to_log_end=True).records
+    assert data
+    follower.append_as_follower(bytes(data), leader_high_watermark=leader_hw)
+    # the leader drops it from the ISR (its fetches stopped)
+    follower.apply_state(PartitionState(0, [1, 2, 3], [1], 1, 1, 2))
+    return follower
+
+
+def _unclean(epoch: int) -> PartitionState:
+    return PartitionState(0, [1, 2, 3], [2], 2, epoch, epoch + 1,
+                          leader_recovery_state=RECOVERING)
+
+
+def test_a_leader_by_unclean_election_logs_what_it_lacks(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Behind the previous leader's high watermark (it had heard of 10 with 4 records): the
+    acknowledged records 4..9 are named lost."""
+    follower = _follower_with(tmp_path, "behind", 4, 10)
+    with caplog.at_level(logging.WARNING, "moldau.broker.partition"):
+        follower.apply_state(_unclean(2))
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert follower.is_leader
+    assert "Unclean leader election of behind-0: broker 2 leads it from leader epoch 2" in warning
+    assert "Its log ends at offset 4;" in warning
+    assert "the last high watermark it had learned from the previous leader is 10" in warning
+    assert "from offset 4 on are lost: at least offsets 4..9 of them had been acknowledged" \
+        in warning
+
+
+def test_an_unclean_leader_up_to_the_high_watermark_names_the_offset_it_starts_at(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    follower = _follower_with(tmp_path, "even", 4, 4)
+    with caplog.at_level(logging.WARNING, "moldau.broker.partition"):
+        follower.apply_state(_unclean(2))
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "Its log ends at offset 4;" in warning and "is 4." in warning
+    assert "from offset 4 on are lost: none below that high watermark" in warning
+
+
+def test_no_unclean_warning_for_a_clean_election_or_a_restart_into_recovering(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, "moldau.broker.partition"):
+        clean = _follower_with(tmp_path, "clean", 2, 2)
+        clean.apply_state(PartitionState(0, [1, 2, 3], [2], 2, 2, 3))
+        assert clean.is_leader
+        # a broker that starts while its leadership is still RECOVERING saw no election
+        restarted = partition(tmp_path, "restarted", 2)
+        restarted.apply_state(_unclean(2))
+        assert restarted.is_leader
+    assert caplog.records == []

@@ -16,11 +16,12 @@ from kazoo.protocol.states import ZnodeStat
 
 from moldau.broker.metadata.channel import TopicSpec
 from moldau.broker.metadata.controller import Controller
-from moldau.broker.metadata.image import MetadataImage
+from moldau.broker.metadata.image import RECOVERED, RECOVERING, MetadataImage
 from moldau.broker.metadata.records import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
     MetadataRecord,
+    PartitionChangeRecord,
     ProducerIdsRecord,
     RemoveTopicRecord,
 )
@@ -136,6 +137,9 @@ OPERATION = st.one_of(
     st.tuples(st.just("grow"), NAMES, st.integers(1, 3)),
     st.tuples(st.just("delete"), NAMES),
     st.tuples(st.just("leader"), NAMES, st.integers(0, 5), st.integers(-1, 3)),
+    # an unclean election (KIP-704 RECOVERING), then the leader's ISR change (RECOVERED)
+    st.tuples(st.just("unclean"), NAMES, st.integers(0, 5), st.integers(1, 3)),
+    st.tuples(st.just("recovered"), NAMES, st.integers(0, 5)),
     st.tuples(st.just("config"), NAMES, st.sampled_from(["retention.ms", "cleanup.policy"]),
               st.sampled_from([None, "compact", "1000"])),
     st.tuples(st.just("broker_config"), st.sampled_from(["", "2"]),
@@ -165,6 +169,15 @@ async def _run(operations: list) -> Controller:
             leader = operation[3]
             isr = topic.partitions[p].isr if leader == -1 else [leader]
             await controller.change_partition(topic.topic_id, p, leader=leader, isr=isr)
+        elif kind in ("unclean", "recovered") and name in image.topics_by_name:
+            topic = image.topics_by_name[name]
+            p = operation[2] % len(topic.partitions)
+            state = topic.partitions[p]
+            leader = operation[3] if kind == "unclean" else None
+            isr = [operation[3]] if kind == "unclean" else [*state.isr, 9]
+            await controller.commit([PartitionChangeRecord(
+                topic.topic_id, p, leader=leader, isr=isr,
+                leader_recovery_state=RECOVERING if kind == "unclean" else RECOVERED)])
         elif kind == "config":
             await controller.alter_configs(TOPIC_RESOURCE, name, {operation[2]: operation[3]})
         elif kind == "broker_config":
@@ -196,12 +209,15 @@ def test_a_sequence_of_every_operation_round_trips() -> None:
     controller = asyncio.run(_run([
         ("create", "a", 4, 3, {"retention.ms": "5"}), ("create", "b", 2, 1, {}),
         ("grow", "a", 2), ("leader", "a", 1, -1), ("leader", "a", 1, 2),
+        ("unclean", "a", 0, 3), ("unclean", "a", 1, 2), ("recovered", "a", 1),
+        ("leader", "a", 0, 1),
         ("config", "a", "cleanup.policy", "compact"), ("config", "a", "retention.ms", None),
         ("broker_config", "", "1000"), ("broker_config", "2", "2000"),
         ("producer_ids", 2), ("producer_ids", 3), ("delete", "a"),
         ("create", "a", 1, 1, {})]))
     image = controller.image
     assert {n: len(t.partitions) for n, t in image.topics_by_name.items()} == {"a": 1, "b": 2}
+    assert image.topics_by_name["b"].partitions[0].leader_recovery_state == RECOVERED
     assert image.broker_configs == {"": {"log.retention.ms": "1000"},
                                     "2": {"log.retention.ms": "2000"}}
     assert image.next_producer_id == 2000
