@@ -298,11 +298,13 @@ class PrimaryElection:
             log.error("schema registry group %s: unreadable assignment (%s); no primary "
                       "known", self.group_id, exc)
             assignment = Assignment()
+        await cancel_and_wait([self._promotion])
+        self._promotion = None
+        # From here to the view's change in _set() nothing awaits: whoever sees the new
+        # generation sees the new view.
         self.assignment = assignment
         self.generation = joined.generation
         self._assigned_once.set()
-        await cancel_and_wait([self._promotion])
-        self._promotion = None
         if assignment.error == DUPLICATE_URLS:
             log.error("schema registry group %s: several instances advertise the same URL; "
                       "give each a unique, routable host.name / listener (common in "

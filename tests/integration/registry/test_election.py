@@ -58,8 +58,8 @@ def member(broker: InProcessBroker, group: str, port: int, *, eligible: bool = T
 def agreed(elections: Sequence[PrimaryElection]) -> str | bool | None:
     """The primary URL every member agrees on (None: agreed there is none), or False while
     they disagree or a rebalance is still running."""
-    if any(not e.member.stable for e in elections):
-        return False
+    if any(not e.member.stable or e.generation != e.member.generation for e in elections):
+        return False  # rebalancing, or the new assignment is not applied yet
     if len({e.generation for e in elections}) != 1:
         return False
     primaries = [e for e in elections if e.is_primary]
