@@ -27,7 +27,8 @@ READ_ONLY = ("READONLY", "READONLY_OVERRIDE")
 _PARSE_CACHE = 4096
 
 ParseFn = Callable[..., ParsedSchema]
-CheckFn = Callable[[ParsedSchema, Sequence[ParsedSchema], str], list[str]]
+#: ``check(new, previous, level, versions=[...])`` of :mod:`.compatibility`
+CheckFn = Callable[..., list[str]]
 
 
 def _real_parse(schema_type: str, text: str, references: Mapping[str, str], *,
@@ -37,10 +38,11 @@ def _real_parse(schema_type: str, text: str, references: Mapping[str, str], *,
     return parse_schema(schema_type, text, references, normalize=normalize)
 
 
-def _real_check(new: ParsedSchema, previous: Sequence[ParsedSchema], level: str) -> list[str]:
+def _real_check(new: ParsedSchema, previous: Sequence[ParsedSchema], level: str, *,
+                versions: Sequence[int] | None = None) -> list[str]:
     from .compatibility import check
 
-    return list(check(new, previous, level))
+    return list(check(new, previous, level, versions=versions))
 
 
 @dataclass(frozen=True)
@@ -186,14 +188,15 @@ class RegistryCore:
         """Messages why ``parsed`` breaks ``level`` against ``previous`` (oldest first)."""
         if level == "NONE" or not previous:
             return []
-        relevant = previous if level.endswith("_TRANSITIVE") else previous[-1:]
-        if any(v.schema_type != parsed.schema_type for v in relevant):
-            return ["Incompatible because of different schema type"]
-        older = []
+        if not level.endswith("_TRANSITIVE"):
+            previous = previous[-1:]
+        older: list[ParsedSchema] = []
+        versions: list[int] = []
         for value in previous:
             try:
                 older.append(self._parse_stored(value))
+                versions.append(value.version)
             except errors.RegistryError as exc:
                 log.warning("%s version %d does not parse any more (%s); left out of the "
                             "compatibility check", subject, value.version, exc.message)
-        return self._check_fn(parsed, older, level) if older else []
+        return self._check_fn(parsed, older, level, versions=versions) if older else []

@@ -95,10 +95,10 @@ def mode_not_configured(subject: str) -> RegistryError:
                          f"Subject '{subject}' does not have subject-level mode configured")
 
 
-def incompatible(messages: list[str]) -> RegistryError:
-    detail = "; ".join(messages)
+def incompatible(subject: str, messages: list[str]) -> RegistryError:
+    detail = "[" + ", ".join(messages) + "]"
     return RegistryError(INCOMPATIBLE_SCHEMA, "Schema being registered is incompatible with "
-                         f"an earlier schema for subject: {detail}")
+                         f'an earlier schema for subject "{subject}", details: {detail}')
 
 
 def invalid_schema(reason: str) -> RegistryError:

@@ -108,7 +108,7 @@ class ConfigValue:
 
     compatibility: str | None = None
     normalize: bool | None = None
-    extra: Mapping[str, Any] = field(default=_EMPTY)
+    extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,7 @@ class RegistryService(RegistryReads):
             messages = self._compatibility(subject, parsed, live,
                                            self.level_in_scope(subject))
             if messages:
-                raise errors.incompatible(messages)
+                raise errors.incompatible(subject, messages)
         version = self.state.next_version(subject)
         if request.version is not None and request.version > 0:
             if request.version != version and not importing:
