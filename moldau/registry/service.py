@@ -24,7 +24,7 @@ from typing import Any
 
 from . import errors
 from .config import LEVELS
-from .core import MODES, READ_ONLY
+from .core import MODES, READ_ONLY, Settings
 from .reads import RegistryReads
 from .records import (
     ClearSubjectKey,
@@ -54,6 +54,8 @@ from .state import content_key, value_content
 log = logging.getLogger("moldau.registry")
 
 Records = list[tuple[RecordKey, RecordValue | None]]
+
+__all__ = ["MODES", "RegistryService", "Settings"]
 
 
 class RegistryService(RegistryReads):
