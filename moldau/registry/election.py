@@ -70,7 +70,8 @@ class Identity:
 
     @property
     def url(self) -> str:
-        return f"{self.scheme}://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host  # IPv6 literal
+        return f"{self.scheme}://{host}:{self.port}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "host": self.host, "port": self.port,

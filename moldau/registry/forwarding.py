@@ -6,12 +6,12 @@ and query, body and the headers Confluent passes on (``Content-Type``, ``Accept`
 ``Authorization``, ``X-Request-ID`` and ``inter.instance.headers.whitelist``); the
 primary's answer (status, body, content type) goes back unchanged, errors included.
 
-When no primary is known (a rebalance is running, no instance is eligible) the answer is
-HTTP 500 with error code 50004 and Confluent's message for the operation ("Leader not
-known.", "Failed to update compatibility level", ...), after waiting up to
-``unknown_primary_wait_ms`` for an election to finish. When the primary cannot be reached or
-does not answer within ``leader.connect.timeout.ms`` / ``leader.read.timeout.ms``, the answer
-is HTTP 500 with 50003 ("Error while forwarding register schema request to the leader").
+When no primary is known (a rebalance is running, no instance is eligible) the forwarder
+raises :class:`~.errors.RegistryError` 50004 (HTTP 500) with Confluent's message for the
+operation ("Leader not known.", "Failed to update compatibility level", ...), after waiting
+up to ``unknown_primary_wait_ms`` for an election to finish. When the primary cannot be
+reached or does not answer within ``leader.connect.timeout.ms`` / ``leader.read.timeout.ms``
+it raises 50003 ("Error while forwarding register schema request to the leader").
 
 A forwarded request carries ``X-Moldau-Forwarded`` with its hop count; an instance that is
 not the primary either refuses to pass on a request that was already forwarded
@@ -21,8 +21,8 @@ bounce a request between each other.
 
 from __future__ import annotations
 
-import json
 import logging
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -31,13 +31,12 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
+from . import errors
+
 log = logging.getLogger(__name__)
 
-REQUEST_FORWARDING_FAILED = 50003
-UNKNOWN_LEADER = 50004
 FORWARDED_HEADER = "X-Moldau-Forwarded"
 MAX_HOPS = 2
-ERROR_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 # Always passed on (Confluent's RequestHeaderBuilder and inter.instance.headers.whitelist doc).
 PASSED_HEADERS = ("Content-Type", "Accept", "Authorization", "X-Request-ID")
 
@@ -68,7 +67,29 @@ OPERATIONS: dict[str, Operation] = {
         "Failed to update mode", "Error while forwarding update mode request to the leader"),
     "delete_mode": Operation(
         "Failed to delete mode", "Error while forwarding delete mode request to the leader"),
+    "write": Operation("Leader not known.", "Error while forwarding the request to the leader"),
 }
+
+# (method, path pattern) of Confluent's writes -> operation (paths may carry a context prefix
+# such as /contexts/.ctx/ in front).
+_WRITES = (
+    ("POST", re.compile(r"/subjects/[^/]+/versions/?$"), "register"),
+    ("DELETE", re.compile(r"/subjects/[^/]+/versions/[^/]+/?$"), "delete_version"),
+    ("DELETE", re.compile(r"/subjects/[^/]+/?$"), "delete_subject"),
+    ("PUT", re.compile(r"/config(/[^/]+)?/?$"), "update_config"),
+    ("DELETE", re.compile(r"/config(/[^/]+)?/?$"), "delete_config"),
+    ("PUT", re.compile(r"/mode(/[^/]+)?/?$"), "update_mode"),
+    ("DELETE", re.compile(r"/mode(/[^/]+)?/?$"), "delete_mode"),
+)
+
+
+def operation_for(method: str, raw_path: str) -> str:
+    """The :data:`OPERATIONS` key of a write request ("write" when it is none of them)."""
+    path = raw_path.split("?", 1)[0]
+    for verb, pattern, operation in _WRITES:
+        if method.upper() == verb and pattern.search(path):
+            return operation
+    return "write"
 
 
 class PrimaryView(Protocol):
@@ -81,12 +102,6 @@ class PrimaryView(Protocol):
     def primary_url(self) -> str | None: ...
 
     async def wait_for_primary(self, timeout: float) -> str | None: ...
-
-
-def error_response(status: int, code: int, message: str) -> web.Response:
-    """Confluent's error body: ``{"error_code": ..., "message": ...}``."""
-    return web.Response(status=status, content_type=ERROR_CONTENT_TYPE,
-                        text=json.dumps({"error_code": code, "message": message}))
 
 
 class Forwarder:
@@ -107,11 +122,13 @@ class Forwarder:
         self._session: aiohttp.ClientSession | None = None
 
     async def forward(self, request: web.Request, body: bytes | None = None, *,
-                      operation: str) -> web.StreamResponse | None:
+                      operation: str | None = None) -> web.StreamResponse | None:
         """The primary's answer to ``request`` (``body``: its bytes when the caller has
-        read them already), or the 50003/50004 error; None when this instance is the
-        primary (by now): the caller performs the write itself."""
-        op = OPERATIONS[operation]
+        read them already); None when this instance is the primary (by now): the caller
+        performs the write itself. Raises RegistryError 50003/50004 (see module docstring);
+        ``operation`` (an :data:`OPERATIONS` key) picks the messages, by default from the
+        method and path."""
+        op = OPERATIONS[operation or operation_for(request.method, request.raw_path)]
         if self.election.is_primary:
             return None
         hops = _hops(request)
@@ -119,14 +136,14 @@ class Forwarder:
             log.warning("not forwarding %s %s again: it was forwarded %d times already "
                         "(the instances disagree about the primary)", request.method,
                         request.raw_path, hops)
-            return error_response(500, REQUEST_FORWARDING_FAILED, op.forwarding_failed)
+            raise errors.forwarding_failed(op.forwarding_failed)
         url = self.election.primary_url
         if url is None:
             url = await self.election.wait_for_primary(self.unknown_primary_wait)
             if self.election.is_primary:
                 return None
         if url is None:
-            return error_response(500, UNKNOWN_LEADER, op.unknown_leader)
+            raise errors.unknown_leader(op.unknown_leader)
         if body is None:
             body = await request.read()
         target = URL(url.rstrip("/") + request.raw_path, encoded=True)
@@ -142,7 +159,7 @@ class Forwarder:
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             log.warning("forwarding %s %s to the primary %s failed: %r", request.method,
                         request.raw_path, url, exc)
-            return error_response(500, REQUEST_FORWARDING_FAILED, op.forwarding_failed)
+            raise errors.forwarding_failed(op.forwarding_failed) from exc
         response = web.Response(status=status, body=payload)
         if content_type:
             response.headers["Content-Type"] = content_type

@@ -17,8 +17,10 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from moldau.http.server import build_app
+from moldau.registry.app import MEDIA_TYPES
 from moldau.registry.election import Identity, PrimaryElection
-from moldau.registry.forwarding import FORWARDED_HEADER, Forwarder
+from moldau.registry.forwarding import FORWARDED_HEADER, Forwarder, operation_for
 from moldau.testing.processes import closed_port
 from moldau.testing.runner import InProcessBroker
 
@@ -53,8 +55,9 @@ class View:
 @asynccontextmanager
 async def serve(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
                 ) -> AsyncIterator[str]:
-    """An aiohttp server on a free port answering every path with ``handler``."""
-    app = web.Application()
+    """An aiohttp server on a free port answering every path with ``handler`` (with the
+    registry's error bodies and content negotiation)."""
+    app = build_app(MEDIA_TYPES, client_max_size=1 << 20)
     app.router.add_route("*", "/{tail:.*}", handler)
     runner = web.AppRunner(app)
     await runner.setup()
@@ -138,7 +141,7 @@ def test_no_primary_known_is_50004_after_a_short_wait() -> None:
         try:
             async with serve(secondary(forwarder, "update_config")) as url:
                 started = time.monotonic()
-                assert await call(url + "/config", "PUT", data="{}") == (500, V1_TEXT, {
+                assert await call(url + "/config", "PUT", data="{}") == (500, V1, {
                     "error_code": 50004, "message": "Failed to update compatibility level"})
                 assert time.monotonic() - started >= 0.3
                 # A primary elected during the wait gets the request.
@@ -169,7 +172,7 @@ def test_an_unreachable_or_slow_primary_is_50003() -> None:
             try:
                 async with serve(secondary(forwarder)) as url:
                     assert await call(url + "/subjects/s/versions", data="{}") == (
-                        500, V1_TEXT, failed)
+                        500, V1, failed)
             finally:
                 await forwarder.close()
         async with serve(echo) as primary:
@@ -177,7 +180,7 @@ def test_an_unreachable_or_slow_primary_is_50003() -> None:
             try:
                 async with serve(secondary(forwarder)) as url:
                     started = time.monotonic()
-                    assert await call(url + "/slow", data="{}") == (500, V1_TEXT, failed)
+                    assert await call(url + "/slow", data="{}") == (500, V1, failed)
                     assert time.monotonic() - started < 2.5
             finally:
                 await forwarder.close()
@@ -201,7 +204,7 @@ def test_a_request_is_not_bounced_between_instances() -> None:
                                                      headers={FORWARDED_HEADER: "1"})
                     assert (status, got["headers"][FORWARDED_HEADER]) == (200, "2")
                     assert await call(url + "/subjects/s/versions/1", "DELETE",
-                                      headers={FORWARDED_HEADER: "2"}) == (500, V1_TEXT, {
+                                      headers={FORWARDED_HEADER: "2"}) == (500, V1, {
                         "error_code": 50003, "message": "Error while forwarding delete schema "
                                                         "version request to the leader"})
                     assert seen == ["/subjects/s/versions/1"]
@@ -270,3 +273,20 @@ async def _two_instances(broker: InProcessBroker) -> None:
             await election.stop()
             await forwarder.close()
             await context.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize(("method", "path", "operation"), [
+    ("POST", "/subjects/orders-value/versions", "register"),
+    ("POST", "/subjects/a%2Fb/versions/?normalize=true", "register"),
+    ("DELETE", "/subjects/s/versions/3?permanent=true", "delete_version"),
+    ("DELETE", "/subjects/s/versions/latest", "delete_version"),
+    ("DELETE", "/subjects/s", "delete_subject"),
+    ("PUT", "/config", "update_config"),
+    ("PUT", "/config/s", "update_config"),
+    ("DELETE", "/config/s", "delete_config"),
+    ("PUT", "/mode/s?force=true", "update_mode"),
+    ("DELETE", "/mode", "delete_mode"),
+    ("POST", "/subjects/s", "write"),  # a lookup, not a write: never forwarded by the API
+])
+def test_operations_of_write_requests(method: str, path: str, operation: str) -> None:
+    assert operation_for(method, path) == operation
