@@ -129,7 +129,7 @@ def _generated_module(name: str, text: str, references: dict[str, str],
             monkeypatch.setitem(sys.modules, package, types.ModuleType(package))
         module = types.ModuleType(dotted)
         monkeypatch.setitem(sys.modules, dotted, module)
-        exec(code, module.__dict__)  # noqa: S102
+        exec(code, module.__dict__)
         loaded[dotted] = module
     return loaded[name.removesuffix(".proto").replace("/", ".") + "_pb2"]
 
