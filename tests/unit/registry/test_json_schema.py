@@ -99,7 +99,7 @@ def test_invalid_schemas(text: str, fragment: str) -> None:
 
 
 def test_invalid_reference() -> None:
-    with pytest.raises(InvalidSchemaError, match="reference 'a.json'"):
+    with pytest.raises(InvalidSchemaError, match=r"reference 'a\.json'"):
         js({"$ref": "a.json"}, {"a.json": '{"type": 3}'})
 
 

@@ -22,18 +22,18 @@ def compatible(new: str, previous: list[str], level: str) -> bool:
     return not check(parse_schema("JSON", new), parsed, level)
 
 
-S = {"type": "string"}
-I = {"type": "integer"}
-OPEN_A = obj({"a": S})
-OPEN_AB = obj({"a": S, "b": I})
-CLOSED_A = obj({"a": S}, additionalProperties=False)
-CLOSED_AB = obj({"a": S, "b": I}, additionalProperties=False)
-CLOSED_AB_REQUIRED = obj({"a": S, "b": I}, additionalProperties=False, required=["b"])
-PARTIAL_A = obj({"a": S}, additionalProperties=I)
-PARTIAL_AB = obj({"a": S, "b": I}, additionalProperties=I)
-PARTIAL_AB_STRING = obj({"a": S, "b": S}, additionalProperties=I)
-PATTERN_A = obj({"a": S}, patternProperties={"^i_": I})
-PATTERN_A_I = obj({"a": S, "i_count": I}, patternProperties={"^i_": I})
+STR = {"type": "string"}
+INT = {"type": "integer"}
+OPEN_A = obj({"a": STR})
+OPEN_AB = obj({"a": STR, "b": INT})
+CLOSED_A = obj({"a": STR}, additionalProperties=False)
+CLOSED_AB = obj({"a": STR, "b": INT}, additionalProperties=False)
+CLOSED_AB_REQUIRED = obj({"a": STR, "b": INT}, additionalProperties=False, required=["b"])
+PARTIAL_A = obj({"a": STR}, additionalProperties=INT)
+PARTIAL_AB = obj({"a": STR, "b": INT}, additionalProperties=INT)
+PARTIAL_AB_STRING = obj({"a": STR, "b": STR}, additionalProperties=INT)
+PATTERN_A = obj({"a": STR}, patternProperties={"^i_": INT})
+PATTERN_A_I = obj({"a": STR, "i_count": INT}, patternProperties={"^i_": INT})
 
 LEVEL_TABLE = [
     # open content model: old data may hold any extra property
@@ -42,7 +42,7 @@ LEVEL_TABLE = [
     ("open forward: property added", OPEN_AB, [OPEN_A], "FORWARD", True),
     ("open forward: property removed", OPEN_A, [OPEN_AB], "FORWARD", False),
     ("open full: property added", OPEN_AB, [OPEN_A], "FULL", False),
-    ("open full: property with empty schema added", obj({"a": S, "b": {}}), [OPEN_A], "FULL",
+    ("open full: property with empty schema added", obj({"a": STR, "b": {}}), [OPEN_A], "FULL",
      True),
     # closed content model: additionalProperties false
     ("closed backward: optional property added", CLOSED_AB, [CLOSED_A], "BACKWARD", True),
@@ -63,12 +63,12 @@ LEVEL_TABLE = [
     ("pattern full: removed, matching pattern", PATTERN_A, [PATTERN_A_I], "FULL", True),
     # transitive walks
     ("backward transitive: closed, each step compatible",
-     obj({"a": S, "b": I, "c": S}, additionalProperties=False), [CLOSED_A, CLOSED_AB],
+     obj({"a": STR, "b": INT, "c": STR}, additionalProperties=False), [CLOSED_A, CLOSED_AB],
      "BACKWARD_TRANSITIVE", True),
     ("backward: only the latest version", CLOSED_A, [CLOSED_AB, CLOSED_A], "BACKWARD", True),
     ("backward transitive: property once there removed", CLOSED_A, [CLOSED_AB, CLOSED_A],
      "BACKWARD_TRANSITIVE", False),
-    ("forward transitive: open, properties added step by step", obj({"a": S, "b": I, "c": S}),
+    ("forward transitive: open, properties added step by step", obj({"a": STR, "b": INT, "c": STR}),
      [OPEN_A, OPEN_AB], "FORWARD_TRANSITIVE", True),
     ("forward transitive: property once there removed", OPEN_A, [OPEN_AB, OPEN_A],
      "FORWARD_TRANSITIVE", False),
@@ -92,20 +92,20 @@ def field(schema: dict[str, Any], **extra: Any) -> str:
 
 # (case, new, old, backward compatible)
 RULES = [
-    ("integer -> number", field({"type": "number"}), field(I), True),
-    ("number -> integer", field(I), field({"type": "number"}), False),
-    ("string -> integer", field(I), field(S), False),
-    ("string -> string or null", field({"type": ["string", "null"]}), field(S), True),
-    ("string or null -> string", field(S), field({"type": ["string", "null"]}), False),
-    ("string -> oneOf string/integer", field({"oneOf": [S, I]}), field(S), True),
-    ("oneOf gains a branch", field({"oneOf": [S, I, {"type": "boolean"}]}),
-     field({"oneOf": [S, I]}), True),
-    ("oneOf loses a branch", field({"oneOf": [S]}), field({"oneOf": [S, I]}), False),
-    ("anyOf -> oneOf", field({"oneOf": [S, I]}), field({"anyOf": [S, I]}), False),
-    ("oneOf -> anyOf", field({"anyOf": [S, I]}), field({"oneOf": [S, I]}), True),
-    ("allOf gains a schema", field({"allOf": [S, {"maxLength": 5}]}), field({"allOf": [S]}),
+    ("integer -> number", field({"type": "number"}), field(INT), True),
+    ("number -> integer", field(INT), field({"type": "number"}), False),
+    ("string -> integer", field(INT), field(STR), False),
+    ("string -> string or null", field({"type": ["string", "null"]}), field(STR), True),
+    ("string or null -> string", field(STR), field({"type": ["string", "null"]}), False),
+    ("string -> oneOf string/integer", field({"oneOf": [STR, INT]}), field(STR), True),
+    ("oneOf gains a branch", field({"oneOf": [STR, INT, {"type": "boolean"}]}),
+     field({"oneOf": [STR, INT]}), True),
+    ("oneOf loses a branch", field({"oneOf": [STR]}), field({"oneOf": [STR, INT]}), False),
+    ("anyOf -> oneOf", field({"oneOf": [STR, INT]}), field({"anyOf": [STR, INT]}), False),
+    ("oneOf -> anyOf", field({"anyOf": [STR, INT]}), field({"oneOf": [STR, INT]}), True),
+    ("allOf gains a schema", field({"allOf": [STR, {"maxLength": 5}]}), field({"allOf": [STR]}),
      False),
-    ("allOf loses a schema", field({"allOf": [S]}), field({"allOf": [S, {"maxLength": 5}]}),
+    ("allOf loses a schema", field({"allOf": [STR]}), field({"allOf": [STR, {"maxLength": 5}]}),
      True),
     ("enum gains a value", field({"enum": ["a", "b", "c"]}), field({"enum": ["a", "b"]}), True),
     ("enum loses a value", field({"enum": ["a"]}), field({"enum": ["a", "b"]}), False),
@@ -114,12 +114,12 @@ RULES = [
      field({"type": "string", "maxLength": 5}), True),
     ("maxLength decreased", field({"type": "string", "maxLength": 3}),
      field({"type": "string", "maxLength": 5}), False),
-    ("maxLength added", field({"type": "string", "maxLength": 3}), field(S), False),
-    ("maxLength removed", field(S), field({"type": "string", "maxLength": 3}), True),
+    ("maxLength added", field({"type": "string", "maxLength": 3}), field(STR), False),
+    ("maxLength removed", field(STR), field({"type": "string", "maxLength": 3}), True),
     ("minLength increased", field({"type": "string", "minLength": 3}),
      field({"type": "string", "minLength": 1}), False),
-    ("pattern added", field({"type": "string", "pattern": "^a"}), field(S), False),
-    ("pattern removed", field(S), field({"type": "string", "pattern": "^a"}), True),
+    ("pattern added", field({"type": "string", "pattern": "^a"}), field(STR), False),
+    ("pattern removed", field(STR), field({"type": "string", "pattern": "^a"}), True),
     ("pattern changed", field({"type": "string", "pattern": "^b"}),
      field({"type": "string", "pattern": "^a"}), False),
     ("maximum increased", field({"type": "number", "maximum": 10}),
@@ -132,57 +132,57 @@ RULES = [
      field({"type": "number", "multipleOf": 4}), True),
     ("multipleOf expanded", field({"type": "number", "multipleOf": 4}),
      field({"type": "number", "multipleOf": 2}), False),
-    ("required added", obj({"a": S}, required=["a"]), OPEN_A, False),
+    ("required added", obj({"a": STR}, required=["a"]), OPEN_A, False),
     ("required added with a default", obj({"a": {"type": "string", "default": "x"}},
                                           required=["a"]),
      obj({"a": {"type": "string", "default": "x"}}), True),
-    ("required removed", OPEN_A, obj({"a": S}, required=["a"]), True),
+    ("required removed", OPEN_A, obj({"a": STR}, required=["a"]), True),
     ("additionalProperties false added", CLOSED_A, OPEN_A, False),
     ("additionalProperties false removed", OPEN_A, CLOSED_A, True),
     ("array items widened", field({"type": "array", "items": {"type": "number"}}),
-     field({"type": "array", "items": I}), True),
-    ("array items changed", field({"type": "array", "items": S}),
-     field({"type": "array", "items": I}), False),
+     field({"type": "array", "items": INT}), True),
+    ("array items changed", field({"type": "array", "items": STR}),
+     field({"type": "array", "items": INT}), False),
     ("maxItems added", field({"type": "array", "maxItems": 3}), field({"type": "array"}),
      False),
     ("minItems decreased", field({"type": "array", "minItems": 1}),
      field({"type": "array", "minItems": 2}), True),
     ("uniqueItems added", field({"type": "array", "uniqueItems": True}),
      field({"type": "array"}), False),
-    ("tuple item added to an open array", field({"type": "array", "items": [S, I]}),
-     field({"type": "array", "items": [S]}), False),
+    ("tuple item added to an open array", field({"type": "array", "items": [STR, INT]}),
+     field({"type": "array", "items": [STR]}), False),
     ("tuple item added to a closed array",
-     field({"type": "array", "items": [S, I], "additionalItems": False}),
-     field({"type": "array", "items": [S], "additionalItems": False}), True),
+     field({"type": "array", "items": [STR, INT], "additionalItems": False}),
+     field({"type": "array", "items": [STR], "additionalItems": False}), True),
     ("tuple item removed from a closed array",
-     field({"type": "array", "items": [S], "additionalItems": False}),
-     field({"type": "array", "items": [S, I], "additionalItems": False}), False),
+     field({"type": "array", "items": [STR], "additionalItems": False}),
+     field({"type": "array", "items": [STR, INT], "additionalItems": False}), False),
     ("nested object: property added to a closed model",
-     field({"type": "object", "properties": {"x": S, "y": S}, "additionalProperties": False}),
-     field({"type": "object", "properties": {"x": S}, "additionalProperties": False}), True),
+     field({"type": "object", "properties": {"x": STR, "y": STR}, "additionalProperties": False}),
+     field({"type": "object", "properties": {"x": STR}, "additionalProperties": False}), True),
     ("nested object: type changed",
-     field({"type": "object", "properties": {"x": I}}),
-     field({"type": "object", "properties": {"x": S}}), False),
+     field({"type": "object", "properties": {"x": INT}}),
+     field({"type": "object", "properties": {"x": STR}}), False),
     ("not narrowed", field({"not": {"type": "string", "maxLength": 3}}),
      field({"not": {"type": "string"}}), True),
     ("not extended", field({"not": {"type": "string"}}),
      field({"not": {"type": "string", "maxLength": 3}}), False),
-    ("anything -> true", field(True), field(S), True),
-    ("false -> anything", field(S), field(False), True),
-    ("dependency array narrowed", obj({"a": S, "b": S}, dependencies={"a": []}),
-     obj({"a": S, "b": S}, dependencies={"a": ["b"]}), True),
-    ("dependency array extended", obj({"a": S, "b": S}, dependencies={"a": ["b"]}),
-     obj({"a": S, "b": S}, dependencies={"a": []}), False),
+    ("anything -> true", field(True), field(STR), True),
+    ("false -> anything", field(STR), field(False), True),
+    ("dependency array narrowed", obj({"a": STR, "b": STR}, dependencies={"a": []}),
+     obj({"a": STR, "b": STR}, dependencies={"a": ["b"]}), True),
+    ("dependency array extended", obj({"a": STR, "b": STR}, dependencies={"a": ["b"]}),
+     obj({"a": STR, "b": STR}, dependencies={"a": []}), False),
     ("description and title changed", field({"type": "string", "title": "T",
                                              "description": "new"}),
      field({"type": "string", "title": "S", "description": "old"}), True),
-    ("ref target changed", json.dumps({"definitions": {"t": I}, "type": "object",
+    ("ref target changed", json.dumps({"definitions": {"t": INT}, "type": "object",
                                        "properties": {"f": {"$ref": "#/definitions/t"}}}),
-     json.dumps({"definitions": {"t": S}, "type": "object",
+     json.dumps({"definitions": {"t": STR}, "type": "object",
                  "properties": {"f": {"$ref": "#/definitions/t"}}}), False),
     ("recursive schema unchanged",
-     json.dumps({"type": "object", "properties": {"next": {"$ref": "#"}, "v": I}}),
-     json.dumps({"type": "object", "properties": {"next": {"$ref": "#"}, "v": I}}), True),
+     json.dumps({"type": "object", "properties": {"next": {"$ref": "#"}, "v": INT}}),
+     json.dumps({"type": "object", "properties": {"next": {"$ref": "#"}, "v": INT}}), True),
 ]
 
 
@@ -193,7 +193,7 @@ def test_rules(case: str, new: str, old: str, expected: bool) -> None:
 
 def test_references_are_compared_through() -> None:
     old = parse_schema("JSON", obj({"home": {"$ref": "address.json"}}),
-                       {"address.json": obj({"street": S}, additionalProperties=False)})
+                       {"address.json": obj({"street": STR}, additionalProperties=False)})
     new = parse_schema("JSON", obj({"home": {"$ref": "address.json"}}),
                        {"address.json": obj({}, additionalProperties=False)})
     assert check(new, [old], "BACKWARD")
@@ -210,7 +210,7 @@ def test_messages_are_confluents() -> None:
         "{oldSchemaVersion: 2}",
         "{oldSchema: '" + OPEN_A.replace(" ", "") + "'}",
     ]
-    typed = check(parse_schema("JSON", field(I)), [parse_schema("JSON", field(S))], "FORWARD")
+    typed = check(parse_schema("JSON", field(INT)), [parse_schema("JSON", field(STR))], "FORWARD")
     assert typed[0] == (
         '{errorType:"TYPE_CHANGED", description:"A type at path \'#/properties/f\' is different '
         "between the old schema and the new schema'}")
