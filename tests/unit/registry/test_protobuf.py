@@ -276,3 +276,23 @@ def test_invalid_schemas(text: str, fragment: str) -> None:
 def test_invalid_reference_name() -> None:
     with pytest.raises(InvalidSchemaError, match="reference name"):
         proto('syntax = "proto3";\nmessage M {}', {"../escape.proto": 'syntax = "proto3";'})
+
+
+def test_nested_type_order_survives_map_fields_and_groups() -> None:
+    # protoc adds a map field's entry type (and a group's) to nested_type where the field is
+    # declared; confluent-kafka's message indexes count nested types, so the order must hold
+    text = """syntax = "proto2";
+message A {
+  message B { optional int32 x = 1; }
+  optional int32 a = 1;
+  map<string, int32> m = 2;
+  message C { optional int32 y = 1; }
+  optional group G = 3 { optional int32 z = 1; }
+  message D {}
+}
+"""
+    parsed = proto(text)
+    assert parsed.descriptor == compile_proto(text, {})["default"]
+    nested = [n.name for n in parsed.descriptor.message_type[0].nested_type]
+    assert nested == ["B", "MEntry", "C", "G", "D"]
+    assert proto(parsed.serialized()).descriptor == parsed.descriptor
