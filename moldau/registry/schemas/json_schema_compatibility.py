@@ -232,25 +232,31 @@ def _typed(name: str, schema: dict[str, Any], resolver: Resolver) -> Node:
 # -- the comparison -----------------------------------------------------------------------
 
 @dataclass
-class _Context:
+class DiffContext:
+    """The state of one comparison: the JSON path, the differences found, and the memo of
+    compared pairs shared with sub-contexts (a pair in progress is a recursion)."""
+
     memo: dict[tuple[int, int], list[Difference] | None]
     path: list[str] = field(default_factory=list)
     diffs: list[Difference] = field(default_factory=list)
 
     def add(self, kind: str, *extra: str) -> None:
+        """Record a difference at the current path (plus ``extra`` path parts)."""
         self.diffs.append(Difference(kind, "#/" + "/".join([*self.path, *extra])))
 
-    def sub(self) -> _Context:
-        return _Context(self.memo, list(self.path))
+    def sub(self) -> DiffContext:
+        """A context for a trial comparison at the same path (its differences kept apart)."""
+        return DiffContext(self.memo, list(self.path))
 
     @property
     def compatible(self) -> bool:
+        """Whether every difference found so far is a compatible one."""
         return all(diff.kind in COMPATIBLE_CHANGES for diff in self.diffs)
 
 
 def differences(original: JsonSchema, update: JsonSchema) -> list[Difference]:
     """Every difference from ``original`` to ``update`` (compatible ones included)."""
-    ctx = _Context({})
+    ctx = DiffContext({})
     compare(ctx, build(original.schema, original.resolver), build(update.schema, update.resolver))
     return ctx.diffs
 
@@ -268,7 +274,7 @@ def diff_messages(
     return result
 
 
-def compare(ctx: _Context, original: Node | None, update: Node | None) -> None:
+def compare(ctx: DiffContext, original: Node | None, update: Node | None) -> None:
     """Compare two schemas at the context's path (recursion counts as compatible)."""
     if original is None and update is None:
         return
@@ -283,21 +289,21 @@ def compare(ctx: _Context, original: Node | None, update: Node | None) -> None:
     if key in ctx.memo:
         _rebase(ctx, ctx.memo[key] or [])  # None: in progress (recursion) -> compatible
         return
-    inner = _Context(ctx.memo)
+    inner = DiffContext(ctx.memo)
     ctx.memo[key] = None
     _compare_types(inner, original, update)
     ctx.memo[key] = inner.diffs
     _rebase(ctx, inner.diffs)
 
 
-def _rebase(ctx: _Context, relative: list[Difference]) -> None:
+def _rebase(ctx: DiffContext, relative: list[Difference]) -> None:
     prefix = "/".join(ctx.path)
     for diff in relative:
         rest = diff.path[2:]
         ctx.diffs.append(Difference(diff.kind, "#/" + "/".join(p for p in (prefix, rest) if p)))
 
 
-def _compare_types(ctx: _Context, original: Node, update: Node) -> None:
+def _compare_types(ctx: DiffContext, original: Node, update: Node) -> None:
     if original.kind != "combined" and update.kind == "combined":
         if len(update.subs) == 1 or update.criterion in ("anyOf", "oneOf"):
             for sub in update.subs:

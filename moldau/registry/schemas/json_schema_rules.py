@@ -8,7 +8,7 @@ from typing import Any
 
 from moldau.registry.schemas.json_schema_compatibility import (
     Node,
-    _Context,
+    DiffContext,
     as_decimal,
     compare,
     json_key,
@@ -18,7 +18,7 @@ from moldau.registry.schemas.json_schema_compatibility import (
 # -- limits --------------------------------------------------------------------------------
 
 
-def _limit(ctx: _Context, name: str, old: Any, new: Any, prefix: str) -> None:
+def _limit(ctx: DiffContext, name: str, old: Any, new: Any, prefix: str) -> None:
     """maxLength / minItems / ...: ``prefix`` is the Difference stem (MAX_LENGTH...)."""
     old_value, new_value = as_decimal(old), as_decimal(new)
     if old_value == new_value:
@@ -38,7 +38,7 @@ def _exclusive(raw: dict[str, Any], name: str) -> Any:
     return None if isinstance(value, bool) else value  # draft 4 booleans are no limit
 
 
-def string(ctx: _Context, original: Node, update: Node) -> None:
+def string(ctx: DiffContext, original: Node, update: Node) -> None:
     """maxLength, minLength, pattern."""
     old, new = original.raw, update.raw
     _limit(ctx, "maxLength", old.get("maxLength"), new.get("maxLength"), "MAX_LENGTH")
@@ -52,7 +52,7 @@ def string(ctx: _Context, original: Node, update: Node) -> None:
         ctx.add("PATTERN_CHANGED", "pattern")
 
 
-def number(ctx: _Context, original: Node, update: Node) -> None:
+def number(ctx: DiffContext, original: Node, update: Node) -> None:
     """maximum, minimum, exclusive limits, multipleOf, integer vs number."""
     old, new = original.raw, update.raw
     _limit(ctx, "maximum", old.get("maximum"), new.get("maximum"), "MAXIMUM")
@@ -78,7 +78,7 @@ def number(ctx: _Context, original: Node, update: Node) -> None:
         ctx.add("TYPE_EXTENDED" if original.integer else "TYPE_NARROWED")
 
 
-def enum(ctx: _Context, original: Node, update: Node) -> None:
+def enum(ctx: DiffContext, original: Node, update: Node) -> None:
     """Values added (extended), removed (narrowed) or both (changed)."""
     old = {json_key(v) for v in original.raw.get("enum") or []}
     new = {json_key(v) for v in update.raw.get("enum") or []}
@@ -92,13 +92,13 @@ def enum(ctx: _Context, original: Node, update: Node) -> None:
         ctx.add("ENUM_ARRAY_CHANGED", "enum")
 
 
-def const(ctx: _Context, original: Node, update: Node) -> None:
+def const(ctx: DiffContext, original: Node, update: Node) -> None:
     """Another constant is another type."""
     if json_key(original.raw.get("const")) != json_key(update.raw.get("const")):
         ctx.add("ENUM_ARRAY_CHANGED", "const")
 
 
-def not_(ctx: _Context, original: Node, update: Node) -> None:
+def not_(ctx: DiffContext, original: Node, update: Node) -> None:
     """``not``: compatible when the new excluded schema is narrower than the old one."""
     ctx.path.append("not")
     sub = ctx.sub()
@@ -138,7 +138,7 @@ def _max_matching(edges: dict[int, list[int]], left: int) -> dict[int, int]:
     return match
 
 
-def combined(ctx: _Context, original: Node, update: Node) -> None:
+def combined(ctx: DiffContext, original: Node, update: Node) -> None:
     """allOf/anyOf/oneOf: criterion, size, and subschemas matched compatibly."""
     old_c, new_c = original.criterion, update.criterion
     if old_c != new_c:
@@ -219,7 +219,7 @@ def _has_default(schema: Any) -> bool:
     return isinstance(schema, dict) and "default" in schema
 
 
-def _properties(ctx: _Context, original: Node, update: Node) -> None:
+def _properties(ctx: DiffContext, original: Node, update: Node) -> None:
     old_props = original.raw.get("properties") or {}
     new_props = update.raw.get("properties") or {}
     required = set(update.raw.get("required") or [])
@@ -237,7 +237,7 @@ def _properties(ctx: _Context, original: Node, update: Node) -> None:
     ctx.path.pop()
 
 
-def _property_removed(ctx: _Context, old_schema: Node | None, update: Node, name: str) -> None:
+def _property_removed(ctx: DiffContext, old_schema: Node | None, update: Node, name: str) -> None:
     if _open_content(update):
         ctx.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL")
         return
@@ -254,7 +254,7 @@ def _property_removed(ctx: _Context, old_schema: Node | None, update: Node, name
         ctx.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
 
 
-def _property_added(ctx: _Context, original: Node, new_schema: Node | None, name: str,
+def _property_added(ctx: DiffContext, original: Node, new_schema: Node | None, name: str,
                     required: bool, has_default: bool) -> None:
     if _open_content(original):
         if new_schema is not None and new_schema.kind == "empty":
@@ -279,7 +279,7 @@ def _property_added(ctx: _Context, original: Node, new_schema: Node | None, name
         ctx.add("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
 
 
-def _required(ctx: _Context, original: Node, update: Node) -> None:
+def _required(ctx: DiffContext, original: Node, update: Node) -> None:
     old_props = original.raw.get("properties") or {}
     new_props = update.raw.get("properties") or {}
     old_required = set(original.raw.get("required") or [])
@@ -294,7 +294,7 @@ def _required(ctx: _Context, original: Node, update: Node) -> None:
                     else "REQUIRED_ATTRIBUTE_ADDED", "required", name)
 
 
-def _dependencies(ctx: _Context, original: Node, update: Node) -> None:
+def _dependencies(ctx: DiffContext, original: Node, update: Node) -> None:
     def split(raw: dict[str, Any]) -> tuple[dict[str, set[str]], dict[str, Any]]:
         arrays = {k: set(v) for k, v in (raw.get("dependentRequired") or {}).items()}
         schemas = dict(raw.get("dependentSchemas") or {})
@@ -328,7 +328,7 @@ def _dependencies(ctx: _Context, original: Node, update: Node) -> None:
             del ctx.path[-2:]
 
 
-def _additional(ctx: _Context, original: Node, update: Node, key: str, stem: str) -> None:
+def _additional(ctx: DiffContext, original: Node, update: Node, key: str, stem: str) -> None:
     """additionalProperties / additionalItems: permitted, schema added or removed, compared."""
     ctx.path.append(key)
     old_permits = original.raw.get(key) is not False
@@ -347,7 +347,7 @@ def _additional(ctx: _Context, original: Node, update: Node, key: str, stem: str
     ctx.path.pop()
 
 
-def _unevaluated_diff(ctx: _Context, original: Node, update: Node, key: str,
+def _unevaluated_diff(ctx: DiffContext, original: Node, update: Node, key: str,
                       stem: str) -> None:
     old, new = _unevaluated(original, key), _unevaluated(update, key)
     if old is None and new is None:
@@ -371,7 +371,7 @@ def _unevaluated_diff(ctx: _Context, original: Node, update: Node, key: str,
     ctx.path.pop()
 
 
-def object_(ctx: _Context, original: Node, update: Node) -> None:
+def object_(ctx: DiffContext, original: Node, update: Node) -> None:
     """required, properties, dependencies, additional/unevaluated properties, counts."""
     _required(ctx, original, update)
     _properties(ctx, original, update)
@@ -398,7 +398,7 @@ def _items(node: Node) -> tuple[Any, list[Any], str]:
     return items, [], "additionalItems"
 
 
-def array(ctx: _Context, original: Node, update: Node) -> None:
+def array(ctx: DiffContext, original: Node, update: Node) -> None:
     """items (one schema or a tuple), additional/unevaluated items, counts, uniqueItems."""
     old_all, old_tuple, old_extra = _items(original)
     new_all, new_tuple, new_extra = _items(update)
@@ -427,7 +427,7 @@ def array(ctx: _Context, original: Node, update: Node) -> None:
     _limit(ctx, "minContains", old.get("minContains"), new.get("minContains"), "MIN_CONTAINS")
 
 
-def _item_removed(ctx: _Context, old_schema: Node | None, update: Node, extra: str) -> None:
+def _item_removed(ctx: DiffContext, old_schema: Node | None, update: Node, extra: str) -> None:
     if _open_content(update, "unevaluatedItems", extra):
         ctx.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL")
         return
@@ -444,7 +444,7 @@ def _item_removed(ctx: _Context, old_schema: Node | None, update: Node, extra: s
         ctx.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL")
 
 
-def _item_added(ctx: _Context, original: Node, new_schema: Node | None, extra: str) -> None:
+def _item_added(ctx: DiffContext, original: Node, new_schema: Node | None, extra: str) -> None:
     if _open_content(original, "unevaluatedItems", extra):
         ctx.add("ITEM_WITH_EMPTY_SCHEMA_ADDED_TO_OPEN_CONTENT_MODEL"
                 if new_schema is not None and new_schema.kind == "empty"
@@ -461,7 +461,7 @@ def _item_added(ctx: _Context, original: Node, new_schema: Node | None, extra: s
         ctx.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
 
 
-HANDLERS: dict[str, Callable[[_Context, Node, Node], None]] = {
+HANDLERS: dict[str, Callable[[DiffContext, Node, Node], None]] = {
     "object": object_, "array": array, "string": string, "number": number, "enum": enum,
     "const": const, "combined": combined, "not": not_,
 }
