@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from moldau.registry.schemas.json_schema_compatibility import (
-    Node,
     DiffContext,
+    Node,
     as_decimal,
     compare,
     json_key,
