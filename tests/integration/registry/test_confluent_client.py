@@ -14,6 +14,7 @@ from confluent_kafka.schema_registry.common.schema_registry_client import (
     ConfigCompatibilityLevel,
     ServerConfig,
 )
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -210,3 +211,22 @@ def test_protobuf_serializer_registers_imports_as_references(reg: RunningRegistr
     with pytest.raises(SchemaRegistryError) as info:
         client.delete_subject("shop/money.proto")
     assert info.value.error_code == 42206
+
+
+def test_json_schema_serializer_round_trip(reg: RunningRegistry) -> None:
+    client = SchemaRegistryClient({"url": reg.url, "max.retries": 0})
+    schema = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#",
+                         "title": "Reading", "type": "object",
+                         "properties": {"sensor": {"type": "string"},
+                                        "value": {"type": "number"}},
+                         "required": ["sensor"]})
+    topic = unique("readings")
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    data = JSONSerializer(schema, client)({"sensor": "t1", "value": 21.5}, ctx)
+    fresh = SchemaRegistryClient({"url": reg.url})
+    assert JSONDeserializer(None, schema_registry_client=fresh)(data, ctx) == {
+        "sensor": "t1", "value": 21.5}
+    latest = client.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "JSON"
+    bad = Schema(json.dumps({"type": "object", "properties": {"a": {"type": 12}}}), "JSON")
+    assert code_of(lambda: client.register_schema(topic, bad)) == (422, 42201)
