@@ -238,9 +238,11 @@ class RegistryService(RegistryReads):
             raise errors.invalid_compatibility()
         if body.get("normalize") is not None and not isinstance(body["normalize"], bool):
             raise bad_body("normalize must be true or false")
-        update = config_value_from_json({k: v for k, v in body.items()
-                                         if k != "compatibilityLevel"} | (
-            {"compatibilityLevel": level} if level is not None else {}))
+        fields = {k: v for k, v in body.items()
+                  if k not in ("compatibility", "compatibilityLevel")}
+        if level is not None:
+            fields["compatibilityLevel"] = level
+        update = config_value_from_json(fields)
         subject = self._scope(subject_text)
         async with self._lock:
             await self.store.sync()
