@@ -67,3 +67,10 @@ def test_file_then_overrides(tmp_path: Path) -> None:
     assert config["schema.compatibility.level"] == "FULL"
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.properties")
+
+
+def test_configuration_doc_lists_every_key() -> None:
+    from moldau.registry.config import keys_table
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "configuration.md").read_text()
+    assert keys_table() in doc, "paste `python -m moldau.registry.config` into the doc"
