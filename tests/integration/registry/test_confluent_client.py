@@ -14,7 +14,10 @@ from confluent_kafka.schema_registry.common.schema_registry_client import (
     ConfigCompatibilityLevel,
     ServerConfig,
 )
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from moldau.testing.runner import InProcessBroker
 
@@ -161,3 +164,69 @@ def test_avro_serializer_round_trip_and_evolution(broker: InProcessBroker,
     assert got == [{"id": "a", "amount": 1.5},
                    {"id": "b", "amount": 2.5, "currency": "USD"}]
     assert client.get_versions(f"{topic}-value") == [1, 2]
+
+
+def _order_class() -> type:
+    """shop.Order (shop/order.proto) importing shop.Money (shop/money.proto), built at run
+    time as protoc-generated classes would be."""
+    field = descriptor_pb2.FieldDescriptorProto
+    money = descriptor_pb2.FileDescriptorProto(name="shop/money.proto", package="shop",
+                                               syntax="proto3")
+    money.message_type.add(name="Money").field.add(
+        name="cents", number=1, type=field.TYPE_INT64, label=field.LABEL_OPTIONAL)
+    order = descriptor_pb2.FileDescriptorProto(name="shop/order.proto", package="shop",
+                                               syntax="proto3",
+                                               dependency=["shop/money.proto"])
+    message = order.message_type.add(name="Order")
+    message.field.add(name="id", number=1, type=field.TYPE_STRING, label=field.LABEL_OPTIONAL)
+    message.field.add(name="total", number=2, type=field.TYPE_MESSAGE, type_name=".shop.Money",
+                      label=field.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(money)
+    pool.Add(order)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_serializer_registers_imports_as_references(reg: RunningRegistry) -> None:
+    order_class = _order_class()
+    client = SchemaRegistryClient({"url": reg.url, "max.retries": 0})
+    topic = unique("orders")
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    order = order_class(id="o-1")
+    order.total.cents = 250
+    data = ProtobufSerializer(order_class, client, conf)(order, ctx)
+    latest = client.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "PROTOBUF"
+    assert [(r.name, r.subject, r.version) for r in latest.schema.references] == [
+        ("shop/money.proto", "shop/money.proto", 1)]
+    assert "shop/money.proto" in client.get_subjects()
+    money_id = client.get_version("shop/money.proto", 1).schema_id
+    assert client.get_referenced_by("shop/money.proto", 1) == [latest.schema_id]
+    assert money_id != latest.schema_id
+    # a fresh client (no cache) reads the writer's schema with format=serialized
+    fresh = SchemaRegistryClient({"url": reg.url})
+    back = ProtobufDeserializer(order_class, conf, fresh)(data, ctx)
+    assert (back.id, back.total.cents) == ("o-1", 250)
+    with pytest.raises(SchemaRegistryError) as info:
+        client.delete_subject("shop/money.proto")
+    assert info.value.error_code == 42206
+
+
+def test_json_schema_serializer_round_trip(reg: RunningRegistry) -> None:
+    client = SchemaRegistryClient({"url": reg.url, "max.retries": 0})
+    schema = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#",
+                         "title": "Reading", "type": "object",
+                         "properties": {"sensor": {"type": "string"},
+                                        "value": {"type": "number"}},
+                         "required": ["sensor"]})
+    topic = unique("readings")
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    data = JSONSerializer(schema, client)({"sensor": "t1", "value": 21.5}, ctx)
+    fresh = SchemaRegistryClient({"url": reg.url})
+    assert JSONDeserializer(None, schema_registry_client=fresh)(data, ctx) == {
+        "sensor": "t1", "value": 21.5}
+    latest = client.get_latest_version(f"{topic}-value")
+    assert latest.schema.schema_type == "JSON"
+    bad = Schema(json.dumps({"type": "object", "properties": {"a": {"type": 12}}}), "JSON")
+    assert code_of(lambda: client.register_schema(topic, bad)) == (422, 42201)
