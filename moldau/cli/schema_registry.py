@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
 from ..client.errors import ClientError, ConfigError
 from ..http import HttpError
 from ..registry.config import describe, load_config
-from .runtime import add_log_level_option, configure_logging, run_loop
+from .runtime import add_log_level_option, configure_logging, run_loop, stop_on_signals
 
 log = logging.getLogger("moldau.registry")
 
@@ -66,12 +65,11 @@ def overrides(args: argparse.Namespace) -> dict[str, str]:
 
 async def _serve(config: object) -> int:
     from ..registry.app import SchemaRegistry
+    from ..registry.elected import elected_primary
 
-    registry = SchemaRegistry(config)  # type: ignore[arg-type]
-    loop = asyncio.get_running_loop()
+    registry = SchemaRegistry(config, primary_factory=elected_primary)  # type: ignore[arg-type]
     stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop_on_signals(asyncio.get_running_loop(), stop)
     starting = asyncio.ensure_future(registry.start())
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait([starting, stopping], return_when=asyncio.FIRST_COMPLETED)

@@ -16,13 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 from typing import Any
 
 from ..broker.config import ConfigError, load_config
 from ..http import ListenerError, parse_listeners
-from .runtime import add_log_level_option, configure_logging, run_loop
+from .runtime import add_log_level_option, configure_logging, run_loop, stop_on_signals
 
 log = logging.getLogger("moldau.serve")
 
@@ -41,25 +40,6 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     parser.set_defaults(func=run)
 
 
-def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
-    """The first SIGTERM or SIGINT sets ``stop``; every later one is ignored, as the JVM
-    ignores signals while Kafka's shutdown hooks run.
-
-    Supervisors and scripts repeat SIGTERM. The default action must never come back during a
-    clean shutdown, or a repeated signal turns it into death by signal: the loop puts it back
-    when its own handlers are removed or it closes, and Python when it finalizes (for every
-    signal with a Python handler). So plain Python handlers, not ``loop.add_signal_handler``,
-    and the first one replaces both by SIG_IGN itself, leaving no moment without a handler."""
-
-    def on_signal(_signum: int, _frame: object) -> None:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, signal.SIG_IGN)
-        loop.call_soon_threadsafe(stop.set)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
-
-
 def _own_address(broker: Any) -> str:
     """host:port of the broker's first listener, as a client on this machine reaches it."""
     bound = broker.bound[0]
@@ -73,11 +53,12 @@ async def _start_registry(listeners: str, broker: Any) -> Any:
     """The in-process schema registry, started against the broker's own listener."""
     from ..registry.app import SchemaRegistry
     from ..registry.config import build_config
+    from ..registry.elected import elected_primary
 
     registry = SchemaRegistry(build_config({
         "listeners": listeners,
         "kafkastore.bootstrap.servers": _own_address(broker),
-    }))
+    }), primary_factory=elected_primary)
     await registry.start()
     return registry
 
@@ -87,7 +68,7 @@ async def _serve(config: Any) -> int:
 
     broker = Broker(config)
     stop = asyncio.Event()
-    _stop_on_signals(asyncio.get_running_loop(), stop)
+    stop_on_signals(asyncio.get_running_loop(), stop)
     try:
         await broker.start()
     except OSError as exc:

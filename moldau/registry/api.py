@@ -22,7 +22,6 @@ from aiohttp import web
 
 from moldau.http import json_response, query_bool, query_int, read_json, text_response
 
-from . import errors
 from .primary import Primary
 from .requests import parse_schema_id, parse_schema_request
 from .service import RegistryService
@@ -47,15 +46,16 @@ def _page(request: web.Request, items: list[T]) -> list[T]:
 
 
 def write(handler: Handler) -> Handler:
-    """Run a write on the primary: forward it from a secondary, 50004 when the primary is
-    unknown."""
+    """Run a write on the primary: forward it from a secondary (which waits a little for an
+    election under way; 50004 when none ends in time), or make it here when this instance is
+    (or has just become) the primary."""
 
     async def on_primary(request: web.Request) -> web.StreamResponse:
         primary: Primary = request.app[PRIMARY_KEY]
         if not primary.is_primary:
-            if primary.primary_url is None:
-                raise errors.unknown_leader()
-            return await primary.forward(request)
+            answer = await primary.forward(request)
+            if answer is not None:
+                return answer
         return await handler(request)
 
     on_primary.__name__ = handler.__name__

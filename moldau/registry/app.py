@@ -6,10 +6,17 @@ serve. The primary seam (:mod:`.primary`) defaults to :class:`~.primary.SingleIn
 ``primary_factory`` builds another one (election among several instances) once the HTTP
 listeners are bound, so it can advertise this instance's address. A primary with async
 ``start()``/``stop()`` methods is started after the HTTP service and stopped before it.
+
+Confluent's registry opens its port only once it is initialised (store read, first election
+done). Here the listeners are bound earlier (the election needs this instance's address), so
+a request that arrives before start-up has finished waits for it (at most
+``kafkastore.init.timeout.ms``, then 50002) instead of meeting a registry that has no
+primary yet.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Callable
@@ -21,6 +28,7 @@ from moldau.http import HttpService, MediaTypes, parse_listeners
 from moldau.http.content import JSON, OCTET_STREAM
 from moldau.http.server import build_app
 
+from . import errors
 from .api import add_routes
 from .config import RegistryConfig
 from .core import CheckFn, ParseFn, Settings
@@ -53,7 +61,7 @@ class _PrimaryHolder:
     def primary_url(self) -> str | None:
         return self.current.primary_url
 
-    async def forward(self, request: web.Request) -> web.StreamResponse:
+    async def forward(self, request: web.Request) -> web.StreamResponse | None:
         return await self.current.forward(request)
 
 
@@ -72,7 +80,10 @@ class SchemaRegistry:
             parse=parse, check=check)
         self.primary = _PrimaryHolder(SingleInstance(self.store.ready))
         self._primary_factory = primary_factory
-        self.app = build_app(MEDIA_TYPES, client_max_size=config["request.max.bytes"])
+        self.started = asyncio.Event()
+        self.app = build_app(MEDIA_TYPES, client_max_size=config["request.max.bytes"],
+                             middlewares=[_until_started(
+                                 self.started, config["kafkastore.init.timeout.ms"] / 1000)])
         add_routes(self.app, self.service, self.primary)
         self.http = HttpService(self.app, parse_listeners(config["listeners"], "listeners"),
                                 name="schema registry")
@@ -89,6 +100,7 @@ class SchemaRegistry:
         except BaseException:
             await self.stop()
             raise
+        self.started.set()
         log.info("schema registry ready on %s (store %s)", ", ".join(self.http.urls()),
                  self.store.topic)
 
@@ -105,6 +117,24 @@ class SchemaRegistry:
 
     def urls(self) -> list[str]:
         return self.http.urls()
+
+
+def _until_started(started: asyncio.Event, timeout_s: float) -> Any:
+    """Middleware: hold requests until the registry has started (see the module docstring)."""
+
+    @web.middleware
+    async def gate(request: web.Request, handler: Any) -> web.StreamResponse:
+        if not started.is_set():
+            try:
+                await asyncio.wait_for(started.wait(), timeout_s)
+            except TimeoutError:
+                raise errors.timeout(
+                    "The schema registry is still starting (reading its store and electing a "
+                    "primary); retry shortly") from None
+        response: web.StreamResponse = await handler(request)
+        return response
+
+    return gate
 
 
 async def _call(obj: Any, name: str) -> None:

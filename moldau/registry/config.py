@@ -117,7 +117,22 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         "Protocol secondaries forward writes to the primary with."),
     Key("request.max.bytes", _int(1024), 8 * 1024 * 1024,
         "Largest request body accepted (413 above it)."),
+    Key("kafkagroup.session.timeout.ms", _int(1), 10000,
+        "Session timeout of this instance in the primary election's group."),
+    Key("kafkagroup.heartbeat.interval.ms", _int(1), 3000,
+        "Heartbeat interval in the primary election's group."),
+    Key("kafkagroup.rebalance.timeout.ms", _int(1), 300000,
+        "Rebalance timeout in the primary election's group."),
+    Key("leader.connect.timeout.ms", _int(1), 60000,
+        "Time limit of connecting to the primary when forwarding a write (50003 beyond)."),
+    Key("leader.read.timeout.ms", _int(1), 60000,
+        "Time limit of the primary's answer to a forwarded write (50003 beyond)."),
+    Key("inter.instance.headers.whitelist", _str, "",
+        "Comma-separated request headers passed on with a forwarded write."),
 )}
+
+#: Deprecated names Confluent still reads, and the key each stands for.
+ALIASES = {"master.eligibility": "leader.eligibility"}
 
 #: Confluent keys that configure things moldau does differently; accepted and ignored.
 IGNORED = ("kafkastore.connection.url", "kafkastore.group.id", "debug",
@@ -162,6 +177,8 @@ def _client_settings(raw: Mapping[str, str]) -> dict[str, Any]:
 def build_config(raw: Mapping[str, str]) -> RegistryConfig:
     """Validate ``raw`` (key -> text) and fill in defaults; ConfigError naming the key."""
     values: dict[str, Any] = {}
+    raw = {**{ALIASES[k]: v for k, v in raw.items() if k in ALIASES}, **{
+        k: v for k, v in raw.items() if k not in ALIASES}}
     for key, value in raw.items():
         spec = KEYS.get(key)
         if spec is not None:

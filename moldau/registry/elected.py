@@ -7,11 +7,9 @@ listeners are bound): this instance's identity is its first bound listener with 
 and ``leader.eligibility``; the group is ``schema.registry.group.id``; the Kafka connection
 uses the store's client settings; a newly elected primary runs the store's ``sync()``
 (read ``_schemas`` to its end) before it acts as primary, so it allocates ids only after
-seeing every id its predecessor wrote. Settings the core does not declare are read with
-Confluent's defaults: ``kafkagroup.session.timeout.ms`` (10000),
-``kafkagroup.heartbeat.interval.ms`` (3000), ``kafkagroup.rebalance.timeout.ms`` (300000),
-``leader.connect.timeout.ms`` / ``leader.read.timeout.ms`` (60000),
-``inter.instance.headers.whitelist`` (none).
+seeing every id its predecessor wrote. The ``kafkagroup.*``, ``leader.*.timeout.ms`` and
+``inter.instance.headers.whitelist`` settings (:mod:`.config`, Confluent's defaults) shape the
+election and the forwarding.
 """
 
 from __future__ import annotations
@@ -21,22 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from . import errors
 from .election import Identity, PrimaryElection
-from .forwarding import OPERATIONS, Forwarder, operation_for
+from .forwarding import Forwarder
 
 if TYPE_CHECKING:
     from .app import SchemaRegistry
-
-DEFAULTS: dict[str, Any] = {
-    "kafkagroup.session.timeout.ms": 10000,
-    "kafkagroup.heartbeat.interval.ms": 3000,
-    "kafkagroup.rebalance.timeout.ms": 300000,
-    "leader.connect.timeout.ms": 60000,
-    "leader.read.timeout.ms": 60000,
-    "inter.instance.headers.whitelist": "",
-}
-
 
 class ElectedPrimary:
     """:class:`~.primary.Primary` backed by an election and a forwarder."""
@@ -54,15 +41,10 @@ class ElectedPrimary:
         """The primary's URL while another instance is primary (the seam's meaning)."""
         return None if self.election.is_primary else self.election.primary_url
 
-    async def forward(self, request: web.Request) -> web.StreamResponse:
-        """The primary's answer (RegistryError 50003/50004 when there is none)."""
-        answer = await self.forwarder.forward(request)
-        if answer is None:
-            # This instance became the primary after the API chose to forward: the client
-            # may retry (rare: a rebalance ended between the two looks).
-            op = OPERATIONS[operation_for(request.method, request.raw_path)]
-            raise errors.unknown_leader(op.unknown_leader)
-        return answer
+    async def forward(self, request: web.Request) -> web.StreamResponse | None:
+        """The primary's answer; None when this instance is the primary by now (RegistryError
+        50003/50004 when forwarding fails or no primary is elected in time)."""
+        return await self.forwarder.forward(request)
 
     async def start(self) -> None:
         """Join the election; returns once the first election completed."""
@@ -76,10 +58,10 @@ class ElectedPrimary:
 def elected_primary(registry: SchemaRegistry, overrides: Mapping[str, Any] | None = None
                     ) -> ElectedPrimary:
     """The ``primary_factory`` of :class:`~.app.SchemaRegistry` for several instances
-    (``overrides``: settings the registry's config does not declare, e.g. shorter
-    ``kafkagroup.*`` timeouts in tests)."""
+    (``overrides``: parsed values that replace the config's, e.g. shorter ``kafkagroup.*``
+    timeouts in tests)."""
     config = registry.config
-    values = {**DEFAULTS, **config.values, **(overrides or {})}
+    values = {**config.values, **(overrides or {})}
     identity = Identity.for_listener(registry.urls()[0],
                                      host_name=values.get("host.name") or None,
                                      eligible=bool(values["leader.eligibility"]))

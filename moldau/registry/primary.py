@@ -5,9 +5,11 @@ allocated after the primary read the topic to its end). The API asks a :class:`P
 before every write:
 
 - ``is_primary`` true: the service validates, writes and waits for its own records;
-- else, with ``primary_url`` known: ``await forward(request)`` sends the request unchanged
-  to the primary and its answer is returned to the client as it is;
-- else: 50004 "Leader not known." (Confluent's ``UnknownLeaderException``).
+- else ``await forward(request)``: sends the request unchanged to the primary and its answer
+  is returned to the client as it is. While no primary is known it waits a little for one
+  (an election under way: at start-up, or after the primary left); None when THIS instance
+  became the primary meanwhile (the write is then made here); 50004 "Leader not known."
+  (Confluent's ``UnknownLeaderException``) when none is elected in time.
 
 :class:`SingleInstance` is the default of one registry on its own: primary as soon as its
 store has read the topic to its end. Election through a Kafka group (several instances,
@@ -36,9 +38,10 @@ class Primary(Protocol):
         (or this one is the primary)."""
         ...
 
-    async def forward(self, request: web.Request) -> web.StreamResponse:
+    async def forward(self, request: web.Request) -> web.StreamResponse | None:
         """Send ``request`` (method, path, query, body, content headers) to the primary and
-        return its answer; a RegistryError 50003 when that fails."""
+        return its answer; None when this instance is the primary by now; a RegistryError
+        50003 when forwarding fails, 50004 when no primary is known in time."""
         ...
 
 
@@ -57,7 +60,7 @@ class SingleInstance:
     def primary_url(self) -> str | None:
         return None
 
-    async def forward(self, request: web.Request) -> web.StreamResponse:
+    async def forward(self, request: web.Request) -> web.StreamResponse | None:
         from .errors import unknown_leader
 
         raise unknown_leader("this registry has not read its store to the end yet")
