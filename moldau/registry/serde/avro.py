@@ -123,10 +123,21 @@ class _AvroParsing:
         return parse_avro(schema.schema_str, named)
 
 
+def avro_declaration(text: str) -> str:
+    """The text confluent-kafka registers: a primitive declaration (``"string"``, or a bare
+    ``string``) becomes ``{"type":"string"}``; anything else is left as it is."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        return stripped
+    if stripped.isidentifier():
+        stripped = f'"{stripped}"'
+    return '{"type":' + stripped + "}"
+
+
 def _avro_schema(schema: str | Schema | None) -> Schema | None:
     if schema is None or isinstance(schema, Schema):
         return schema
-    return Schema(schema, "AVRO")
+    return Schema(avro_declaration(schema), "AVRO")
 
 
 class AvroSerializer(_AvroParsing, BaseSerializer):
@@ -159,6 +170,9 @@ class AvroSerializer(_AvroParsing, BaseSerializer):
     def encode(self, writer: Any, obj: Any) -> bytes:
         return encode_avro(writer, obj)
 
+    def from_json(self, writer: Any, text: str) -> Any:
+        return from_avro_json(writer, text)
+
 
 class AvroDeserializer(_AvroParsing, BaseDeserializer):
     """Confluent-framed Avro binary to records (dicts), with the writer's schema from the
@@ -180,3 +194,6 @@ class AvroDeserializer(_AvroParsing, BaseDeserializer):
 
     def decode(self, writer: Any, reader: Any | None, frame: Frame) -> Any:
         return decode_avro(writer, reader, frame.payload, self.return_record_name)
+
+    def to_json(self, schema: Any, obj: Any) -> str:
+        return to_avro_json(schema, obj)

@@ -182,6 +182,10 @@ class BaseSerializer(Serde):
         """The payload of ``obj`` written with the parsed schema ``writer``."""
         raise NotImplementedError
 
+    def from_json(self, writer: Any, text: str) -> Any:  # pragma: no cover - abstract
+        """A record from its JSON form (Avro's JSON encoding, JSON, protobuf's JSON)."""
+        raise NotImplementedError
+
     def message_indexes(self, writer: Any, obj: Any) -> list[int] | None:
         """Protobuf's message indexes; None for the other types."""
         return None
@@ -246,6 +250,11 @@ class BaseSerializer(Serde):
         target = await self.resolve(self.subject(topic, obj), obj)
         return self._frame(target, obj)
 
+    async def serialize_json_async(self, topic: str, text: str) -> bytes:
+        """A record given in its JSON form (as the console producers read it), framed."""
+        target = await self.resolve(self.subject(topic, None), None)
+        return self._frame(target, self.from_json(target.writer, text))
+
     def __call__(self, topic: str, obj: Any) -> bytes | None:
         return self.serialize(topic, obj)
 
@@ -281,6 +290,10 @@ class BaseDeserializer(Serde):
     def writer_name(self, writer: Any, frame: Frame) -> str | None:
         """The record name of a writer schema (for RecordNameStrategy subjects)."""
         return None
+
+    def to_json(self, schema: Any, obj: Any) -> str:  # pragma: no cover - abstract
+        """The JSON form of a decoded record (``schema``: the one it was decoded as)."""
+        raise NotImplementedError
 
     async def writer(self, schema_id: int) -> Any:
         """The parsed writer schema of id ``schema_id`` (cached)."""
@@ -342,6 +355,13 @@ class BaseDeserializer(Serde):
         fr = parse_frame(data, protobuf=self.protobuf_frame)
         schemas = self._cached_schemas(topic, fr) or await self._schemas(topic, fr)
         return self.decode(schemas[0], schemas[1], fr)
+
+    async def deserialize_json_async(self, topic: str, data: bytes) -> str:
+        """The record in ``data`` in its JSON form (as the console consumers print it)."""
+        fr = parse_frame(data, protobuf=self.protobuf_frame)
+        writer, reader = self._cached_schemas(topic, fr) or await self._schemas(topic, fr)
+        return self.to_json(reader if reader is not None else writer,
+                            self.decode(writer, reader, fr))
 
     def __call__(self, topic: str, data: bytes | None) -> Any:
         return self.deserialize(topic, data)

@@ -121,6 +121,12 @@ class JSONSerializer(_JsonParsing, BaseSerializer):
             writer.validate(obj)
         return encode_json(obj)
 
+    def from_json(self, writer: ParsedJsonSchema, text: str) -> Any:
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SerializationError(f"not valid JSON: {exc}") from None
+
 
 class JSONDeserializer(_JsonParsing, BaseDeserializer):
     """Confluent-framed JSON to Python values, validated against the writer's schema (or the
@@ -136,6 +142,9 @@ class JSONDeserializer(_JsonParsing, BaseDeserializer):
 
     def writer_name(self, writer: ParsedJsonSchema, frame: Frame) -> str | None:
         return writer.title
+
+    def to_json(self, schema: ParsedJsonSchema, obj: Any) -> str:
+        return encode_json(obj).decode("utf-8")
 
     def decode(self, writer: ParsedJsonSchema, reader: ParsedJsonSchema | None,
                frame: Frame) -> Any:

@@ -184,7 +184,8 @@ class ProtobufSerializer(_ProtobufParsing, BaseSerializer):
 
     Give either ``msg_type`` (a generated message class; its file and imports are registered
     as confluent-kafka does) or ``schema`` (``.proto`` text or base64, registered as given;
-    ``message_name`` picks the message, default the first). ``conf``: the common settings
+    ``message_name`` picks the message, default the first), or neither with
+    ``use.latest.version`` / ``use.schema.id``. ``conf``: the common settings
     (:mod:`.base`), ``skip.known.types`` (true), ``reference.subject.name.strategy``
     (a callable ``(file name) -> subject``; default: the file name).
     """
@@ -195,8 +196,8 @@ class ProtobufSerializer(_ProtobufParsing, BaseSerializer):
     def __init__(self, client: RegistryClient, msg_type: type[Message] | None = None,
                  conf: Mapping[str, Any] | None = None, *, is_key: bool = False,
                  schema: str | Schema | None = None, message_name: str | None = None) -> None:
-        if (msg_type is None) == (schema is None):
-            raise TypeError("ProtobufSerializer needs exactly one of msg_type and schema")
+        if msg_type is not None and schema is not None:
+            raise TypeError("ProtobufSerializer takes msg_type or schema, not both")
         if isinstance(schema, str):
             schema = Schema(schema, "PROTOBUF")
         super().__init__(client, schema, conf, is_key,
@@ -255,6 +256,11 @@ class ProtobufSerializer(_ProtobufParsing, BaseSerializer):
     def encode(self, writer: ParsedProtobuf, obj: Any) -> bytes:
         return bytes(self._message(writer, obj).SerializeToString())
 
+    def from_json(self, writer: ParsedProtobuf, text: str) -> Message:
+        desc = (self.msg_type.DESCRIPTOR if self.msg_type is not None
+                else writer.find(self.message_name))
+        return message_from_json(desc, text)
+
     def message_indexes(self, writer: ParsedProtobuf, obj: Any) -> list[int]:
         if isinstance(obj, Message):
             return index_array(obj.DESCRIPTOR)
@@ -275,11 +281,16 @@ class ProtobufDeserializer(_ProtobufParsing, BaseDeserializer):
 
     def __init__(self, client: RegistryClient, message_type: type[Message] | None = None,
                  conf: Mapping[str, Any] | None = None, *, is_key: bool = False) -> None:
-        super().__init__(client, conf, is_key)
+        super().__init__(client, conf, is_key, {"preserve.json.field.name": False})
         self.message_type = message_type
+        self.preserve_field_names = as_bool(self.conf["preserve.json.field.name"],
+                                            "preserve.json.field.name")
 
     def writer_name(self, writer: ParsedProtobuf, frame: Frame) -> str | None:
         return str(writer.message(frame.message_indexes or (0,)).full_name)
+
+    def to_json(self, schema: ParsedProtobuf, obj: Message) -> str:
+        return message_to_json(obj, self.preserve_field_names)
 
     def decode(self, writer: ParsedProtobuf, reader: ParsedProtobuf | None,
                frame: Frame) -> Message:
