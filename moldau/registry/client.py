@@ -38,8 +38,8 @@ ACCEPT = ("application/vnd.schemaregistry.v1+json, application/vnd.schemaregistr
           "application/json; qs=0.5")
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 RETRIABLE_STATUS = frozenset({408, 429, 500, 502, 503, 504})
-
-_KNOWN_KEYS = frozenset({
+# The client's configuration keys (confluent-kafka's names).
+KNOWN_KEYS = frozenset({
     "url", "basic.auth.user.info", "basic.auth.credentials.source", "ssl.ca.location",
     "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "timeout",
     "cache.capacity", "cache.latest.ttl.sec", "max.retries", "retries.wait.ms",
@@ -124,7 +124,7 @@ def config_from_properties(props: Mapping[str, str]) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for key, value in props.items():
         name = key[len("schema.registry."):] if key.startswith("schema.registry.") else key
-        if name in _KNOWN_KEYS:
+        if name in KNOWN_KEYS:
             config[name] = value
     return config
 
@@ -171,10 +171,10 @@ class AsyncSchemaRegistryClient:
     """Confluent's Schema Registry API over aiohttp (use it inside one event loop)."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        unknown = sorted(set(config) - _KNOWN_KEYS)
+        unknown = sorted(set(config) - KNOWN_KEYS)
         if unknown:
             raise ValueError(f"unknown schema registry client settings: {', '.join(unknown)} "
-                             f"(known: {', '.join(sorted(_KNOWN_KEYS))})")
+                             f"(known: {', '.join(sorted(KNOWN_KEYS))})")
         urls = [u.strip().rstrip("/") for u in str(config.get("url") or "").split(",")]
         urls = [u for u in urls if u]
         if not urls:

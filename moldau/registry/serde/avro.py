@@ -76,13 +76,14 @@ def encode_avro(parsed: Any, obj: Any) -> bytes:
 
 
 def decode_avro(writer: Any, reader: Any | None, payload: bytes,
-                return_record_name: bool = False) -> Any:
-    """The record in ``payload`` written with ``writer``, resolved to ``reader``."""
+                return_record_name: bool = False, **options: bool) -> Any:
+    """The record in ``payload`` written with ``writer``, resolved to ``reader``
+    (``options``: more of fastavro's ``schemaless_reader`` flags, e.g. return_named_type)."""
     if _is_bytes(writer):
         return payload
     try:
         return schemaless_reader(io.BytesIO(payload), writer, reader,
-                                 return_record_name=return_record_name)
+                                 return_record_name=return_record_name, **options)
     except (EOFError, ValueError, TypeError, KeyError, IndexError, StopIteration) as exc:
         raise SerializationError(f"cannot decode the Avro payload: "
                                  f"{exc.__class__.__name__}: {exc}") from exc

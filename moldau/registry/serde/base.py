@@ -340,6 +340,20 @@ class BaseDeserializer(Serde):
             return None
         return writer, target.writer
 
+    def reader_schema(self) -> Any:
+        """The fixed reader schema, parsed (its references fetched); None without one.
+        Sync client only."""
+        if self.reader is not None and self._fixed_reader is None:
+            self._fixed_reader = self._wait(self.parsed(self.reader))
+        return self._fixed_reader
+
+    def schemas(self, topic: str, data: bytes) -> tuple[Frame, Any, Any]:
+        """The frame of ``data``, its writer schema and the reader schema (None: read as
+        written), parsed; the registry is asked only on a cache miss. Sync client only."""
+        fr = parse_frame(data, protobuf=self.protobuf_frame)
+        writer, reader = self._cached_schemas(topic, fr) or self._wait(self._schemas(topic, fr))
+        return fr, writer, reader
+
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         """The record in ``data`` (None stays None). Sync client only."""
         if data is None:
