@@ -5,6 +5,10 @@ the embedded defaults apply (listener PLAINTEXT://localhost:9092, data under ./d
 ``KAFKA_*`` environment variables override keys the way the Docker images do.
 SIGTERM and SIGINT shut down cleanly: logs are flushed, checkpoints and the clean-shutdown
 marker are written, so the next start skips log recovery.
+
+With ``schema.registry.listeners`` set, a schema registry (:mod:`moldau.registry`) runs in
+the same process and event loop: it starts once the broker serves, stores its schemas in
+``_schemas`` through the broker's first listener, and stops before the broker.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ import asyncio
 import logging
 import signal
 import sys
+from typing import Any
 
 from ..broker.config import ConfigError, load_config
+from ..http import ListenerError, parse_listeners
 from .runtime import add_log_level_option, configure_logging, run_loop
 
 log = logging.getLogger("moldau.serve")
@@ -54,10 +60,32 @@ def _stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> No
         signal.signal(sig, on_signal)
 
 
-async def _serve(config: object) -> int:
+def _own_address(broker: Any) -> str:
+    """host:port of the broker's first listener, as a client on this machine reaches it."""
+    bound = broker.bound[0]
+    host = bound.endpoint.host
+    if host in ("", "0.0.0.0", "::"):
+        host = "127.0.0.1"
+    return f"[{host}]:{bound.port}" if ":" in host else f"{host}:{bound.port}"
+
+
+async def _start_registry(listeners: str, broker: Any) -> Any:
+    """The in-process schema registry, started against the broker's own listener."""
+    from ..registry.app import SchemaRegistry
+    from ..registry.config import build_config
+
+    registry = SchemaRegistry(build_config({
+        "listeners": listeners,
+        "kafkastore.bootstrap.servers": _own_address(broker),
+    }))
+    await registry.start()
+    return registry
+
+
+async def _serve(config: Any) -> int:
     from ..broker.server import Broker
 
-    broker = Broker(config)  # type: ignore[arg-type]
+    broker = Broker(config)
     stop = asyncio.Event()
     _stop_on_signals(asyncio.get_running_loop(), stop)
     try:
@@ -66,8 +94,20 @@ async def _serve(config: object) -> int:
         log.error("%s", exc.strerror or exc)
         await broker.stop()
         return 1
+    registry = None
+    listeners = config["schema.registry.listeners"]
+    if listeners:
+        try:
+            registry = await _start_registry(listeners, broker)
+        except Exception as exc:  # the registry's own errors name their cause
+            log.error("schema registry (schema.registry.listeners=%s) did not start: %s",
+                      listeners, getattr(exc, "message", None) or exc)
+            await broker.stop()
+            return 1
     await stop.wait()
     log.info("[MoldauServer id=%s] shutting down", broker.node_id)
+    if registry is not None:
+        await registry.stop()
     await broker.stop()
     return 0
 
@@ -77,7 +117,9 @@ def run(args: argparse.Namespace) -> int:
     path = args.config_flag or args.config
     try:
         config = load_config(path, args.override)
-    except ConfigError as exc:
+        if config["schema.registry.listeners"]:
+            parse_listeners(config["schema.registry.listeners"], "schema.registry.listeners")
+    except (ConfigError, ListenerError) as exc:
         print(f"moldau serve: {exc}", file=sys.stderr)
         return 2
     return run_loop(_serve(config))

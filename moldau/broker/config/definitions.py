@@ -297,6 +297,13 @@ BROKER_CONFIGS: list[ConfigDef] = [
     ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000,
               "How often idle producer ids past producer.id.expiration.ms are forgotten.",
               [at_least(1)]),
+    # --- services run in the broker process ------------------------------------------------
+    ConfigDef("schema.registry.listeners", "string", None,
+              "Set (http://HOST:PORT[,...]) to run a schema registry (Confluent's API, "
+              "moldau.registry) in this process; it stores its schemas in the _schemas "
+              "topic through this broker's first listener. `make run` sets "
+              "http://localhost:8081. Unset: no registry (run `moldau schema-registry`).",
+              nullable=True, kafka="Moldau's own: Kafka has no schema registry"),
 ]
 
 

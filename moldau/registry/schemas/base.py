@@ -72,11 +72,21 @@ class ParsedSchema(Protocol):
         """
         ...
 
-    def backward_messages(self, previous: ParsedSchema) -> list[str]:
-        """Why this schema (the newer one, the reader) cannot read data written with
-        ``previous``; empty when it can. ``moldau.registry.compatibility`` builds the levels
-        on this (FORWARD is ``previous.backward_messages(new)``)."""
+    def backward_messages(
+        self, previous: ParsedSchema, *, reader: str = "new", writer: str = "old"
+    ) -> list[str]:
+        """Why this schema (the reader) cannot read data written with ``previous`` (the
+        writer); empty when it can. ``reader``/``writer`` name the two schemas in the messages
+        (Confluent's "new"/"old"). ``moldau.registry.compatibility`` builds the levels on this:
+        FORWARD is ``previous.backward_messages(new, reader="old", writer="new")``."""
         ...
+
+
+def fill_labels(template: str, reader: str, writer: str) -> str:
+    """Put the reader's and the writer's labels into the first and second ``%s`` of a message
+    template (Confluent's messages say "the new schema ... the old schema")."""
+    first = template.replace("%s", reader, 1)
+    return first.replace("%s", writer, 1)
 
 
 def parse_schema(
