@@ -250,6 +250,12 @@ class BaseSerializer(Serde):
         target = await self.resolve(self.subject(topic, obj), obj)
         return self._frame(target, obj)
 
+    def serialize_json(self, topic: str, text: str) -> bytes:
+        """A record given in its JSON form, framed. Sync client only."""
+        subject = self.subject(topic, None)
+        target = self._cached(subject) or self._wait(self.resolve(subject, None))
+        return self._frame(target, self.from_json(target.writer, text))
+
     async def serialize_json_async(self, topic: str, text: str) -> bytes:
         """A record given in its JSON form (as the console producers read it), framed."""
         target = await self.resolve(self.subject(topic, None), None)
