@@ -72,7 +72,7 @@ def registry() -> Iterator[RegistryBrokerProcess]:
 
 @pytest.fixture(scope="module")
 def ours(registry: RegistryBrokerProcess) -> Iterator[SchemaRegistryClient]:
-    client = SchemaRegistryClient({"url": registry.registry_url})
+    client = SchemaRegistryClient({"url": registry.registry_url, "retries.wait.ms": 50})
     yield client
     client.close()
 
