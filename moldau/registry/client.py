@@ -129,6 +129,16 @@ def config_from_properties(props: Mapping[str, str]) -> dict[str, Any]:
     return config
 
 
+def references_of(items: Sequence[Mapping[str, Any]]) -> tuple[SchemaReference, ...]:
+    """References from JSON (``[{"name":..., "subject":..., "version":...}]``), as the console
+    tools' ``value.refs`` property gives them."""
+    try:
+        return tuple(SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
+                     for r in items)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"a schema reference needs name, subject and version: {exc}") from None
+
+
 @dataclass
 class _Lru:
     """A small LRU map (Confluent's clients bound their caches by ``cache.capacity``)."""
@@ -551,14 +561,6 @@ RegistryClient = AsyncSchemaRegistryClient | SchemaRegistryClient
 __all__ = [
     "AsyncSchemaRegistryClient", "RegisteredSchema", "RegistryClient", "Schema",
     "SchemaReference", "SchemaRegistryClient", "SchemaRegistryError", "config_from_properties",
+    "references_of",
 ]
 
-
-def references_of(items: Sequence[Mapping[str, Any]]) -> tuple[SchemaReference, ...]:
-    """References from JSON (``[{"name":..., "subject":..., "version":...}]``), as the console
-    tools' ``value.refs`` property gives them."""
-    try:
-        return tuple(SchemaReference(str(r["name"]), str(r["subject"]), int(r["version"]))
-                     for r in items)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"a schema reference needs name, subject and version: {exc}") from None
