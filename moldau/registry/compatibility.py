@@ -16,9 +16,12 @@ Confluent's rules (``CompatibilityChecker`` / ``SchemaValidatorBuilder``):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from moldau.registry.schemas.base import ParsedSchema
+
+log = logging.getLogger(__name__)
 
 LEVELS = (
     "NONE",
@@ -70,6 +73,17 @@ def check(
 
 
 def _check_pair(
+    new: ParsedSchema, old: ParsedSchema, direction: str, version: int | None
+) -> list[str]:
+    try:
+        return _compare(new, old, direction, version)
+    except Exception as exc:  # a bug in a rule must refuse the schema, not answer 500
+        # Confluent answers this message too (AvroSchema.isBackwardCompatible)
+        log.exception("unexpected error in a %s compatibility check", new.schema_type)
+        return [f"Unexpected exception during compatibility check: {exc}"]
+
+
+def _compare(
     new: ParsedSchema, old: ParsedSchema, direction: str, version: int | None
 ) -> list[str]:
     if new.schema_type != old.schema_type:

@@ -198,3 +198,21 @@ def load_config(path: str | Path | None = None,
 def describe() -> list[tuple[str, Any, str]]:
     """(key, default, doc) of every key, for help output and docs."""
     return [(k.name, k.default, k.doc) for k in KEYS.values()]
+
+
+def keys_table() -> str:
+    """The Markdown table of docs/configuration.md, "Schema registry" (a test keeps the doc
+    current: ``python -m moldau.registry.config`` prints it)."""
+    lines = ["| Key | Default | Meaning |", "|---|---|---|"]
+    for name, default, doc in describe():
+        shown = "(required)" if default is None else ("(this machine's name)" if default == ""
+                                                      else f"`{default}`")
+        if isinstance(default, bool):
+            shown = f"`{str(default).lower()}`"
+        cell = doc.replace("|", "\\|")
+        lines.append(f"| `{name}` | {shown} | {cell} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(keys_table())

@@ -24,7 +24,7 @@ from typing import Any
 
 from . import errors
 from .config import LEVELS
-from .core import MODES, READ_ONLY
+from .core import MODES, READ_ONLY, Settings
 from .reads import RegistryReads
 from .records import (
     ClearSubjectKey,
@@ -55,6 +55,8 @@ log = logging.getLogger("moldau.registry")
 
 Records = list[tuple[RecordKey, RecordValue | None]]
 
+__all__ = ["MODES", "RegistryService", "Settings"]
+
 
 class RegistryService(RegistryReads):
     """Every operation of the API over a :class:`~.store.Store`."""
@@ -73,10 +75,9 @@ class RegistryService(RegistryReads):
             await self.store.sync()
             return await self._register(subject, request, normalize, force)
 
-    async def _register(self, subject: str, request: SchemaRequest, normalize: bool,
-                        force: bool) -> dict[str, Any]:
+    def _check_register_mode(self, subject: str, requested_id: int) -> str:
+        """The subject's mode, when it allows this registration (42205 otherwise)."""
         mode = self.mode_in_scope(subject)
-        requested_id = request.id if request.id is not None and request.id >= 0 else -1
         if mode in READ_ONLY:
             raise errors.not_permitted(f"Subject {subject} in context . is in read-only mode")
         if requested_id >= 0 and mode != "IMPORT":
@@ -84,47 +85,59 @@ class RegistryService(RegistryReads):
         if requested_id < 0 and mode != "READWRITE":
             raise errors.not_permitted(
                 f"Subject {subject} in context . is not in read-write mode")
-        importing = mode == "IMPORT"
-        everything = self.state.versions(subject, deleted=True)
-        live = [v for v in everything if not v.deleted]
-        if not importing and (not request.schema or not request.schema.strip()) and live:
-            latest = live[-1]
+        return mode
+
+    @staticmethod
+    def _from_previous(request: SchemaRequest, latest: SchemaValue) -> SchemaRequest:
+        """An empty schema is the latest version's again; metadata and rule set not given
+        are the latest version's (Confluent's maybePopulateFromPrevious)."""
+        if not request.schema or not request.schema.strip():
             request = replace(request, schema=latest.schema, schema_type=latest.schema_type,
                               references=latest.references)
-        if not importing and live:
-            if request.metadata is None and live[-1].metadata is not None:
-                request = replace(request, metadata=live[-1].metadata)
-            if request.rule_set is None and live[-1].rule_set is not None:
-                request = replace(request, rule_set=live[-1].rule_set)
-        normalize = normalize or self.normalize_in_scope(subject)
-        parsed, references = self._parse_request(request, normalize)
-        text = parsed.canonical()
-        content = content_key(request.schema_type, text, references, request.metadata,
-                              request.rule_set)
-        schema_id = requested_id
-        unversioned = not request.version
-        known = self.state.id_for_content(content)
-        if known is not None and (schema_id < 0 or schema_id == known):
-            if unversioned:
-                for value in reversed(live):
-                    if value.id == known:
-                        return {"id": known}
-            schema_id = known
-        if unversioned:
-            for value in reversed(live):
-                if (schema_id < 0 or schema_id == value.id) and self._same(
-                        parsed, references, value):
-                    return {"id": value.id}
-        if not importing and not force:
-            messages = self._compatibility(subject, parsed, live,
-                                           self.level_in_scope(subject))
-            if messages:
-                raise errors.incompatible(subject, messages)
+        if request.metadata is None and latest.metadata is not None:
+            request = replace(request, metadata=latest.metadata)
+        if request.rule_set is None and latest.rule_set is not None:
+            request = replace(request, rule_set=latest.rule_set)
+        return request
+
+    def _version_for(self, subject: str, request: SchemaRequest, importing: bool) -> int:
         version = self.state.next_version(subject)
         if request.version is not None and request.version > 0:
             if request.version != version and not importing:
                 raise errors.invalid_schema("Version is not one more than previous version")
             version = request.version
+        return version
+
+    async def _register(self, subject: str, request: SchemaRequest, normalize: bool,
+                        force: bool) -> dict[str, Any]:
+        requested_id = request.id if request.id is not None and request.id >= 0 else -1
+        importing = self._check_register_mode(subject, requested_id) == "IMPORT"
+        everything = self.state.versions(subject, deleted=True)
+        live = [v for v in everything if not v.deleted]
+        if not importing and live:
+            request = self._from_previous(request, live[-1])
+        normalize = normalize or self.normalize_in_scope(subject)
+        parsed, references = self._parse_request(request, normalize)
+        text = parsed.canonical()
+        content = content_key(request.schema_type, text, references, request.metadata,
+                              request.rule_set)
+        # 1. the same schema, already registered: its id (under this subject: done)
+        schema_id = requested_id
+        known = self.state.id_for_content(content)
+        if known is not None and schema_id in (-1, known):
+            schema_id = known
+        if not request.version:
+            for value in reversed(live):
+                if schema_id in (-1, value.id) and (
+                        value.id == known or self._same(parsed, references, value)):
+                    return {"id": value.id}
+        # 2. a new version: compatible, with its version and id
+        if not importing and not force:
+            messages = self._compatibility(subject, parsed, live,
+                                           self.level_in_scope(subject))
+            if messages:
+                raise errors.incompatible(subject, messages)
+        version = self._version_for(subject, request, importing)
         if schema_id >= 0:
             owner = self.state.schema_by_id(schema_id)
             if owner is not None and value_content(owner) != content:
@@ -132,14 +145,14 @@ class RegistryService(RegistryReads):
                     f"Overwrite new schema with id {schema_id} in context . is not permitted.")
         else:
             schema_id = self._allocate_id()
-        records: Records = []
-        for old in everything:
-            if (old.deleted and old.id == schema_id and old.version < version
-                    and not self.state.referencing(subject, old.version, deleted=True)):
-                records.append((SchemaKey(subject, old.version), None))
-        value = SchemaValue(subject, version, schema_id, text, request.schema_type,
-                            references, request.metadata, request.rule_set)
-        records.append((SchemaKey(subject, version), value))
+        # soft-deleted versions with the same id go (Confluent tombstones them)
+        records: Records = [
+            (SchemaKey(subject, old.version), None) for old in everything
+            if old.deleted and old.id == schema_id and old.version < version
+            and not self.state.referencing(subject, old.version, deleted=True)]
+        records.append((SchemaKey(subject, version), SchemaValue(
+            subject, version, schema_id, text, request.schema_type, references,
+            request.metadata, request.rule_set)))
         applied = await self.store.write(records)
         if not applied[-1]:
             raise errors.store_error(f"schema id {schema_id} was taken by another schema "
@@ -236,9 +249,11 @@ class RegistryService(RegistryReads):
             raise errors.invalid_compatibility()
         if body.get("normalize") is not None and not isinstance(body["normalize"], bool):
             raise bad_body("normalize must be true or false")
-        update = config_value_from_json({k: v for k, v in body.items()
-                                         if k != "compatibilityLevel"} | (
-            {"compatibilityLevel": level} if level is not None else {}))
+        fields = {k: v for k, v in body.items()
+                  if k not in ("compatibility", "compatibilityLevel")}
+        if level is not None:
+            fields["compatibilityLevel"] = level
+        update = config_value_from_json(fields)
         subject = self._scope(subject_text)
         async with self._lock:
             await self.store.sync()

@@ -9,8 +9,9 @@ Like Confluent's ``KafkaStore``:
 2. A reader task consumes the topic from offset 0 for the registry's lifetime and replays
    every record into the state (:meth:`RegistryState.replay`).
 3. :meth:`KafkaStore.sync` waits until the reader reached the end offset the topic had when
-   it was called (one ListOffsets shared by the calls that arrive before it is sent); reads
-   call it so they see every write acknowledged before them, wherever it was made.
+   it was called (one ListOffsets, on the admin client's connection, shared by the calls that
+   arrive before it is sent); reads call it so they see every write acknowledged before
+   them, wherever it was made.
 4. :meth:`KafkaStore.write` produces with ``acks=all`` and an idempotent producer, then waits
    until the reader has replayed the records, and reports whether each was applied (a SCHEMA
    record whose id another schema took is ignored by the replay).
@@ -37,6 +38,7 @@ from moldau.client import (
     ConfigResource,
     Consumer,
     NewTopic,
+    OffsetSpec,
     Producer,
     TopicPartition,
 )
@@ -298,11 +300,13 @@ class KafkaStore:
         return asyncio.shield(probe.future)
 
     async def _send_probe(self, probe: _Probe) -> None:
+        # Through the admin client's connection: the consumer's has a long-polling Fetch in
+        # front, and a broker answers a connection's requests in order.
         probe.sent = True
         try:
-            assert self._consumer is not None
-            ends = await self._consumer.end_offsets([self.tp])
-            probe.future.set_result(ends[self.tp])
+            assert self._admin is not None
+            ends = await self._admin.list_offsets({self.tp: OffsetSpec.LATEST})
+            probe.future.set_result(ends[self.tp].offset)  # type: ignore[union-attr]
         except Exception as exc:
             probe.future.set_exception(exc)
             probe.future.exception()  # retrieved: a probe nobody awaits any more is fine

@@ -23,142 +23,29 @@ apply to names, field names and enum symbols, as for Confluent's new schemas.
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import fastavro
 
+from moldau.registry.schemas.avro_model import (
+    MISSING,
+    PRIMITIVES,
+    Field,
+    Name,
+    Node,
+    dump,
+    normalize_tree,
+    to_json,
+)
 from moldau.registry.schemas.base import InvalidSchemaError, ParsedSchema
 
-PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 _SCHEMA_RESERVED = frozenset(
     ("doc", "fields", "items", "name", "namespace", "size", "symbols", "values", "type", "aliases")
 )
 _ENUM_RESERVED = _SCHEMA_RESERVED | {"default"}
 _FIELD_RESERVED = frozenset(("default", "doc", "name", "order", "type", "aliases"))
 _ORDERS = ("ascending", "descending", "ignore")
-_MISSING: Any = object()
-
-# logical type -> the Avro types it annotates (Avro Java's LogicalTypes)
-_LOGICAL_TYPES = {
-    "decimal": ("bytes", "fixed"),
-    "big-decimal": ("bytes",),
-    "uuid": ("string", "fixed"),
-    "date": ("int",),
-    "time-millis": ("int",),
-    "time-micros": ("long",),
-    "timestamp-millis": ("long",),
-    "timestamp-micros": ("long",),
-    "timestamp-nanos": ("long",),
-    "local-timestamp-millis": ("long",),
-    "local-timestamp-micros": ("long",),
-    "local-timestamp-nanos": ("long",),
-    "duration": ("fixed",),
-}
-
-
-@dataclass(frozen=True)
-class Name:
-    """An Avro name: simple name and namespace (None for the null namespace)."""
-
-    name: str
-    space: str | None
-
-    @classmethod
-    def parse(cls, name: str, space: str | None) -> Name:
-        """Split a possibly dotted name; a dotted name ignores ``space`` (Avro's rule)."""
-        if "." in name:
-            space, name = name.rsplit(".", 1)
-        return cls(name, space or None)
-
-    @property
-    def full(self) -> str:
-        """The full name."""
-        return f"{self.space}.{self.name}" if self.space else self.name
-
-    def qualified(self, space: str | None) -> str:
-        """The name as written inside namespace ``space`` (Avro's ``getQualified``)."""
-        if self.space is not None and self.space == space and self.name not in _TYPE_NAMES:
-            return self.name
-        return self.full
-
-
-_TYPE_NAMES = frozenset(PRIMITIVES) | {"record", "enum", "array", "map", "union", "fixed"}
-
-
-@dataclass(eq=False)
-class Node:
-    """One Avro schema node; ``kind`` is a primitive name or record/enum/fixed/array/map/union.
-
-    Identity matters (named types are shared, recursion), so nodes compare by identity.
-    """
-
-    kind: str
-    props: dict[str, Any] = field(default_factory=dict)
-    # named types
-    name: Name | None = None
-    doc: str | None = None
-    aliases: list[Name] = field(default_factory=list)
-    is_error: bool = False
-    fields: list[Field] = field(default_factory=list)
-    symbols: list[str] = field(default_factory=list)
-    enum_default: str | None = None
-    size: int = 0
-    # array items, map values, union branches
-    items: Node | None = None
-    branches: list[Node] = field(default_factory=list)
-
-    @property
-    def named(self) -> bool:
-        """Whether this is a record, enum or fixed."""
-        return self.kind in ("record", "enum", "fixed")
-
-    def logical_type(self) -> str | None:
-        """The valid logical type of this node, None when absent or invalid (Avro Java
-        ignores an invalid one and keeps it as a plain property)."""
-        logical = self.props.get("logicalType")
-        if not isinstance(logical, str) or self.kind not in _LOGICAL_TYPES.get(logical, ()):
-            return None
-        if logical == "decimal":
-            return logical if _valid_decimal(self) else None
-        if logical == "uuid" and self.kind == "fixed":
-            return logical if self.size == 16 else None
-        if logical == "duration":
-            return logical if self.size == 12 else None
-        return logical
-
-
-@dataclass(eq=False)
-class Field:
-    """A record field."""
-
-    name: str
-    type: Node
-    doc: str | None = None
-    default: Any = _MISSING
-    order: str = "ascending"
-    aliases: list[str] = field(default_factory=list)
-    props: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def has_default(self) -> bool:
-        """Whether the field declares a default value."""
-        return self.default is not _MISSING
-
-
-def _valid_decimal(node: Node) -> bool:
-    precision = node.props.get("precision")
-    scale = node.props.get("scale", 0)
-    if type(precision) is not int or type(scale) is not int:
-        return False
-    if precision <= 0 or scale < 0 or scale > precision:
-        return False
-    if node.kind == "fixed":
-        return precision <= math.floor(math.log10(2 ** (8 * node.size - 1) - 1))
-    return True
-
 
 class _Builder:
     """Builds the model from fastavro-validated JSON, with Avro Java's name resolution."""
@@ -172,10 +59,10 @@ class _Builder:
         if isinstance(schema, list):
             return self._union(schema, space)
         if not isinstance(schema, dict):
-            raise InvalidSchemaError(f"Schema not yet supported: {_dump(schema)}")
+            raise InvalidSchemaError(f"Schema not yet supported: {dump(schema)}")
         kind = schema.get("type")
         if not isinstance(kind, str):
-            raise InvalidSchemaError(f"No type: {_dump(schema)}")
+            raise InvalidSchemaError(f"No type: {dump(schema)}")
         if kind in PRIMITIVES:
             return Node(kind, props=_props(schema, _SCHEMA_RESERVED))
         if kind in ("record", "error"):
@@ -187,7 +74,7 @@ class _Builder:
         if kind in ("array", "map"):
             key = "items" if kind == "array" else "values"
             if key not in schema:
-                raise InvalidSchemaError(f"{kind.capitalize()} has no {key} type: {_dump(schema)}")
+                raise InvalidSchemaError(f"{kind.capitalize()} has no {key} type: {dump(schema)}")
             items = self.build(schema[key], space)
             return Node(kind, props=_props(schema, _SCHEMA_RESERVED), items=items)
         return self._find(kind, space)
@@ -204,10 +91,10 @@ class _Builder:
     def _named(self, schema: dict[str, Any], space: str | None, kind: str) -> Node:
         raw_name = schema.get("name")
         if not isinstance(raw_name, str):
-            raise InvalidSchemaError(f"No name in schema: {_dump(schema)}")
+            raise InvalidSchemaError(f"No name in schema: {dump(schema)}")
         raw_space = schema.get("namespace")
         if raw_space is not None and not isinstance(raw_space, str):
-            raise InvalidSchemaError(f"Invalid namespace: {_dump(schema)}")
+            raise InvalidSchemaError(f"Invalid namespace: {dump(schema)}")
         name = Name.parse(raw_name, space if raw_space is None else raw_space)
         _check_name(name.name)
         if name.full in PRIMITIVES:
@@ -219,7 +106,7 @@ class _Builder:
         aliases = schema.get("aliases")
         if aliases is not None:
             if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-                raise InvalidSchemaError(f"aliases not an array of strings: {_dump(schema)}")
+                raise InvalidSchemaError(f"aliases not an array of strings: {dump(schema)}")
             for alias in dict.fromkeys(aliases):
                 node.aliases.append(Name.parse(alias, name.space))
         self.known[name.full] = node
@@ -230,7 +117,7 @@ class _Builder:
         node.is_error = is_error
         raw_fields = schema.get("fields")
         if not isinstance(raw_fields, list):
-            raise InvalidSchemaError(f"Record has no fields: {_dump(schema)}")
+            raise InvalidSchemaError(f"Record has no fields: {dump(schema)}")
         assert node.name is not None
         seen: set[str] = set()
         for raw in raw_fields:
@@ -244,16 +131,16 @@ class _Builder:
 
     def _field(self, raw: Any, space: str | None) -> Field:
         if not isinstance(raw, dict) or not isinstance(raw.get("name"), str):
-            raise InvalidSchemaError(f"No field name: {_dump(raw)}")
+            raise InvalidSchemaError(f"No field name: {dump(raw)}")
         if "type" not in raw:
-            raise InvalidSchemaError(f"No field type: {_dump(raw)}")
+            raise InvalidSchemaError(f"No field type: {dump(raw)}")
         _check_name(raw["name"])
         node = self.build(raw["type"], space)
         order = raw.get("order", "ascending")
         if not isinstance(order, str) or order.lower() not in _ORDERS:
             raise InvalidSchemaError(f"Invalid field order {order!r} in field {raw['name']}")
-        default = raw.get("default", _MISSING)
-        if default is not _MISSING:
+        default = raw.get("default", MISSING)
+        if default is not MISSING:
             if isinstance(default, str) and node.kind in ("float", "double"):
                 try:
                     default = float(default)
@@ -261,12 +148,12 @@ class _Builder:
                     pass
             if not _valid_default(node, default):
                 raise InvalidSchemaError(
-                    f"Invalid default for field {raw['name']}: {_dump(default)} "
+                    f"Invalid default for field {raw['name']}: {dump(default)} "
                     f"not a {to_json(node, set(), None)}"
                 )
         aliases = raw.get("aliases") or []
         if not isinstance(aliases, list) or not all(isinstance(a, str) for a in aliases):
-            raise InvalidSchemaError(f"aliases not an array of strings: {_dump(raw)}")
+            raise InvalidSchemaError(f"aliases not an array of strings: {dump(raw)}")
         doc = raw.get("doc")
         return Field(
             raw["name"], node, doc if isinstance(doc, str) else None, default, order.lower(),
@@ -277,11 +164,11 @@ class _Builder:
         node = self._named(schema, space, "enum")
         symbols = schema.get("symbols")
         if not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols):
-            raise InvalidSchemaError(f"Enum has no symbols: {_dump(schema)}")
+            raise InvalidSchemaError(f"Enum has no symbols: {dump(schema)}")
         for symbol in symbols:
             _check_name(symbol)
         if len(set(symbols)) != len(symbols):
-            raise InvalidSchemaError(f"Duplicate enum symbol in {_dump(symbols)}")
+            raise InvalidSchemaError(f"Duplicate enum symbol in {dump(symbols)}")
         node.symbols = list(symbols)
         default = schema.get("default")
         if default is not None and default not in symbols:
@@ -294,7 +181,7 @@ class _Builder:
         node = self._named(schema, space, "fixed")
         size = schema.get("size")
         if type(size) is not int or size < 0:
-            raise InvalidSchemaError(f"Invalid or no size: {_dump(schema)}")
+            raise InvalidSchemaError(f"Invalid or no size: {dump(schema)}")
         node.size = size
         node.props = _props(schema, _SCHEMA_RESERVED)
         return node
@@ -304,7 +191,7 @@ class _Builder:
         seen: set[str] = set()
         for branch in branches:
             if branch.kind == "union":
-                raise InvalidSchemaError(f"Nested union: {_dump(schema)}")
+                raise InvalidSchemaError(f"Nested union: {dump(schema)}")
             key = branch.name.full if branch.named and branch.name else branch.kind
             if key in seen:
                 raise InvalidSchemaError(f"Duplicate in union: {key}")
@@ -354,144 +241,10 @@ def _valid_default(node: Node, value: Any) -> bool:
             return False
         for fld in node.fields:
             item = value.get(fld.name, fld.default)
-            if item is _MISSING or not _valid_default(fld.type, item):
+            if item is MISSING or not _valid_default(fld.type, item):
                 return False
         return True
     return False
-
-
-def _dump(value: Any) -> str:
-    """Compact JSON as Jackson writes it (no spaces, non-ASCII kept)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def to_json(node: Node, known: set[str], space: str | None) -> str:
-    """Avro Java's ``Schema.toString``: ``known`` holds the full names already written
-    (updated as types are written), ``space`` is the enclosing namespace."""
-    return "".join(_write(node, known, space))
-
-
-def _write(node: Node, known: set[str], space: str | None) -> Iterator[str]:
-    if node.kind == "union":
-        yield "["
-        for i, branch in enumerate(node.branches):
-            if i:
-                yield ","
-            yield from _write(branch, known, space)
-        yield "]"
-        return
-    if node.named:
-        assert node.name is not None
-        if node.name.full in known:
-            yield _dump(node.name.qualified(space))
-            return
-        known.add(node.name.full)
-        yield from _write_named(node, known, space)
-        return
-    if node.kind in ("array", "map"):
-        assert node.items is not None
-        key = "items" if node.kind == "array" else "values"
-        yield f'{{"type":"{node.kind}","{key}":'
-        yield from _write(node.items, known, space)
-        yield from _write_props(node.props)
-        yield "}"
-        return
-    if not node.props:
-        yield f'"{node.kind}"'
-        return
-    yield f'{{"type":"{node.kind}"'
-    yield from _write_props(node.props)
-    yield "}"
-
-
-def _write_named(node: Node, known: set[str], space: str | None) -> Iterator[str]:
-    assert node.name is not None
-    kind = "error" if node.is_error else node.kind
-    yield f'{{"type":"{kind}","name":{_dump(node.name.name)}'
-    if node.name.space is not None:
-        if node.name.space != space:
-            yield f',"namespace":{_dump(node.name.space)}'
-    elif space is not None:
-        yield ',"namespace":""'
-    if node.doc is not None:
-        yield f',"doc":{_dump(node.doc)}'
-    if node.kind == "record":
-        yield ',"fields":['
-        for i, fld in enumerate(node.fields):
-            if i:
-                yield ","
-            yield from _write_field(fld, known, node.name.space)
-        yield "]"
-    elif node.kind == "enum":
-        yield f',"symbols":{_dump(node.symbols)}'
-        if node.enum_default is not None:
-            yield f',"default":{_dump(node.enum_default)}'
-    else:
-        yield f',"size":{node.size}'
-    yield from _write_props(node.props)
-    if node.aliases:
-        yield f',"aliases":{_dump([a.qualified(node.name.space) for a in node.aliases])}'
-    yield "}"
-
-
-def _write_field(fld: Field, known: set[str], space: str | None) -> Iterator[str]:
-    yield f'{{"name":{_dump(fld.name)},"type":'
-    yield from _write(fld.type, known, space)
-    if fld.doc is not None:
-        yield f',"doc":{_dump(fld.doc)}'
-    if fld.has_default:
-        yield f',"default":{_dump(fld.default)}'
-    if fld.order != "ascending":
-        yield f',"order":"{fld.order}"'
-    if fld.aliases:
-        yield f',"aliases":{_dump(fld.aliases)}'
-    yield from _write_props(fld.props)
-    yield "}"
-
-
-def _write_props(props: Mapping[str, Any]) -> Iterator[str]:
-    for key, value in props.items():
-        yield f",{_dump(key)}:{_dump(value)}"
-
-
-def _sorted_json(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {key: _sorted_json(value[key]) for key in sorted(value)}
-    if isinstance(value, list):
-        return [_sorted_json(item) for item in value]
-    return value
-
-
-def _normalize(node: Node, done: set[int]) -> None:
-    """Rewrite ``node`` (in place, each node once) into Confluent's normalized form."""
-    if id(node) in done:
-        return
-    done.add(id(node))
-    first: dict[str, Any] = {}
-    logical = node.logical_type()
-    if logical is not None:
-        first["logicalType"] = logical
-        if logical == "decimal":
-            first["precision"] = node.props["precision"]
-            if node.props.get("scale", 0) != 0:
-                first["scale"] = node.props["scale"]
-    rest = {key: _sorted_json(node.props[key]) for key in sorted(node.props) if key not in first}
-    node.props = first | rest
-    if node.named:
-        assert node.name is not None
-        if node.doc == "":
-            node.doc = None
-        node.aliases = sorted(set(node.aliases), key=lambda alias: alias.full)
-    for fld in node.fields:
-        fld.aliases = sorted(set(fld.aliases))
-        fld.props = {key: _sorted_json(fld.props[key]) for key in sorted(fld.props)}
-        if fld.has_default:
-            fld.default = _sorted_json(fld.default)
-        _normalize(fld.type, done)
-    if node.items is not None:
-        _normalize(node.items, done)
-    for branch in node.branches:
-        _normalize(branch, done)
 
 
 class AvroSchema:
@@ -505,7 +258,7 @@ class AvroSchema:
         self.references = references
         self._canonical = to_json(root, set(references), None)
         normalized_root = _Builder(dict(references)).build(json.loads(self._canonical), None)
-        _normalize(normalized_root, {id(node) for node in references.values()})
+        normalize_tree(normalized_root, {id(node) for node in references.values()})
         self._normalized = to_json(normalized_root, set(references), None)
         if normalize:
             self.root = normalized_root

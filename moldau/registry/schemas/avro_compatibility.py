@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from moldau.registry.schemas.avro import Field, Node
+from moldau.registry.schemas.avro_model import Field, Node
 from moldau.registry.schemas.base import fill_labels
 
 _PROMOTIONS = {

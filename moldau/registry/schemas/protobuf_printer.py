@@ -239,18 +239,34 @@ class Printer:
         out.extend(self._option_lines(msg.options if msg.HasField("options") else None, indent))
         nested = {n.name: n for n in msg.nested_type}
         inlined: set[str] = set()
-        out.extend(self._fields(msg, nested, inlined, indent))
+        printed: set[str] = set()
+        out.extend(self._fields(msg, nested, inlined, printed, indent))
         for extension_range in msg.extension_range:
             span = _span(extension_range.start, extension_range.end - 1)
             opts = self.options.items(
                 extension_range.options if extension_range.HasField("options") else None)
             out.append(f"{indent}extensions {span}{self._bracket(opts)};\n")
         out.extend(self._extends(msg.extension, indent))
-        for child in msg.nested_type:
-            if child.name not in inlined and not child.options.map_entry:
-                out.extend(self._message(child, indent))
+        out.extend(self._nested_before(msg, len(msg.nested_type), inlined, printed, indent))
         for enum in msg.enum_type:
             out.extend(self._enum(enum, indent))
+        return out
+
+    def _nested_before(
+        self, msg: descriptor_pb2.DescriptorProto, limit: int, inlined: set[str],
+        printed: set[str], indent: str,
+    ) -> list[str]:
+        """The nested messages declared before position ``limit`` of ``nested_type`` not yet
+        printed: protoc adds a map field's entry (and a group's type) to ``nested_type`` where
+        the field is declared, so nested messages print before such fields to keep the
+        descriptor's order (confluent-kafka's message indexes count nested types)."""
+        out: list[str] = []
+        for child in list(msg.nested_type)[:limit]:
+            if (child.name in printed or child.name in inlined or child.options.map_entry
+                    or _is_group_type(msg, child.name)):
+                continue
+            printed.add(child.name)
+            out.extend(self._message(child, indent))
         return out
 
     def _fields(
@@ -258,6 +274,7 @@ class Printer:
         msg: descriptor_pb2.DescriptorProto,
         nested: dict[str, descriptor_pb2.DescriptorProto],
         inlined: set[str],
+        printed: set[str],
         indent: str,
     ) -> list[str]:
         real_oneofs = {i for i, f in _oneof_members(msg) if not f.proto3_optional}
@@ -266,21 +283,30 @@ class Printer:
         for f in fields:
             if f.HasField("oneof_index") and f.oneof_index in real_oneofs:
                 firsts.setdefault(f.oneof_index, f.number)
+        positions = {n.name: i for i, n in enumerate(msg.nested_type)}
         out: list[str] = []
         for f in fields:
             in_oneof = f.HasField("oneof_index") and f.oneof_index in real_oneofs
+            if in_oneof and firsts.get(f.oneof_index) != f.number:
+                continue
+            members = [m for m in fields if in_oneof and m.HasField("oneof_index")
+                       and m.oneof_index == f.oneof_index] or [f]
+            generated = [positions[m.type_name.rsplit(".", 1)[-1]] for m in members
+                         if m.type in (F.TYPE_MESSAGE, F.TYPE_GROUP)
+                         and m.type_name.rsplit(".", 1)[-1] in positions
+                         and (_map_entry(m, nested) is not None or m.type == F.TYPE_GROUP)]
+            if generated and not self.normalize:
+                out.extend(self._nested_before(msg, min(generated), inlined, printed, indent))
             if not in_oneof:
                 out.extend(self._field(f, nested, inlined, indent, with_label=True))
-            elif firsts.get(f.oneof_index) == f.number:
-                oneof = msg.oneof_decl[f.oneof_index]
-                out.append(f"{indent}oneof {oneof.name} {{\n")
-                out.extend(self._option_lines(
-                    oneof.options if oneof.HasField("options") else None, indent + "  "))
-                for member in fields:
-                    if member.HasField("oneof_index") and member.oneof_index == f.oneof_index:
-                        out.extend(self._field(member, nested, inlined, indent + "  ",
-                                               with_label=False))
-                out.append(f"{indent}}}\n")
+                continue
+            oneof = msg.oneof_decl[f.oneof_index]
+            out.append(f"{indent}oneof {oneof.name} {{\n")
+            out.extend(self._option_lines(
+                oneof.options if oneof.HasField("options") else None, indent + "  "))
+            for member in members:
+                out.extend(self._field(member, nested, inlined, indent + "  ", with_label=False))
+            out.append(f"{indent}}}\n")
         return out
 
     def _field(
@@ -411,6 +437,11 @@ def _oneof_members(
     for f in msg.field:
         if f.HasField("oneof_index"):
             yield f.oneof_index, f
+
+
+def _is_group_type(msg: descriptor_pb2.DescriptorProto, name: str) -> bool:
+    return any(f.type == F.TYPE_GROUP and f.type_name.rsplit(".", 1)[-1] == name
+               for f in msg.field)
 
 
 def _map_entry(

@@ -200,3 +200,35 @@ def test_unknown_schema_type() -> None:
 
 def test_schema_type_is_case_insensitive() -> None:
     assert parse_schema("avro", '"int"').schema_type == "AVRO"
+
+
+MEANING_CASES = [
+    {"type": "record", "name": "a.b.Outer", "fields": [
+        {"name": "inner", "type": {"type": "record", "name": "Inner", "namespace": "",
+                                   "fields": [{"name": "x", "type": "int"}]}},
+        {"name": "local", "type": {"type": "enum", "name": "E", "symbols": ["A"]}},
+        {"name": "local_again", "type": ["null", "a.b.E"], "default": None},
+        {"name": "self", "type": ["null", "Outer"], "default": None},
+        {"name": "other", "type": {"type": "fixed", "name": "c.d.F", "size": 2}},
+        {"name": "other_again", "type": {"type": "array", "items": "c.d.F"}},
+    ]},
+    {"type": "error", "name": "Oops", "fields": [{"name": "why", "type": "string"}]},
+    {"type": "record", "name": "R", "namespace": "x", "fields": [
+        {"name": "m", "type": {"type": "map", "values": {
+            "type": "record", "name": "V", "namespace": "y", "fields": [
+                {"name": "back", "type": ["null", "x.R"], "default": None}]}}},
+        {"name": "v", "type": "y.V"}]},
+]
+
+
+@pytest.mark.parametrize("schema", MEANING_CASES)
+def test_canonical_means_the_same_to_fastavro(schema: dict) -> None:
+    # what a deserializer does with the text the registry answers
+    import fastavro
+
+    canonical = json.loads(avro(schema).canonical())
+    assert fastavro.parse_schema(canonical, _write_hint=False) == \
+        fastavro.parse_schema(schema, _write_hint=False)
+    normalized = json.loads(avro(schema).normalized())
+    assert fastavro.parse_schema(normalized, _write_hint=False) == \
+        fastavro.parse_schema(schema, _write_hint=False)

@@ -238,3 +238,17 @@ def test_unknown_level() -> None:
 
 def test_levels_are_case_insensitive_and_no_previous_is_compatible() -> None:
     assert check(parse_schema("AVRO", V2_ADD_REQUIRED), [], "backward") == []
+
+
+def test_an_error_in_a_rule_refuses_with_a_message() -> None:
+    class Broken:
+        schema_type = "AVRO"
+
+        def canonical(self) -> str:
+            return "{}"
+
+        def backward_messages(self, previous: object, **labels: str) -> list[str]:
+            raise KeyError("boom")
+
+    messages = check(Broken(), [Broken()], "BACKWARD")  # type: ignore[arg-type]
+    assert messages[0] == "Unexpected exception during compatibility check: 'boom'"
