@@ -113,6 +113,16 @@ def test_schema_from_file_by_id_and_latest(registry: RegistryBrokerProcess, tmp_
     assert sr.get_versions(f"{topic}-value") == [1]
 
 
+def test_subject_name_strategy(registry: RegistryBrokerProcess, sr: ConfluentClient) -> None:
+    topic = unique("avro-strategy")
+    moldau("produce", *_args(registry), "--topic", topic, "--value-format", "avro",
+           "--property", f"value.schema={USER}",
+           "--property", "value.subject.name.strategy=TopicRecordNameStrategy",
+           stdin='{"name": "a", "age": null}\n').ok()
+    assert f"{topic}-cli.User" in sr.get_subjects()
+    assert f"{topic}-value" not in sr.get_subjects()
+
+
 def test_reads_what_confluent_kafka_wrote(registry: RegistryBrokerProcess,
                                           sr: ConfluentClient) -> None:
     topic = unique("from-confluent")

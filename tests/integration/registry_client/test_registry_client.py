@@ -65,8 +65,12 @@ def test_register_get_lookup_versions_and_latest(client: SchemaRegistryClient) -
     assert (latest.schema_id, latest.version) == (second, 2)
     assert client.get_version(subject, 1).schema_id == first.schema_id
     assert "AVRO" in client.get_schema_types()
-    # the same schema under another subject keeps its id
+    # the same schema under another subject keeps its id; normalized too
     assert client.register_schema(_subject(), Schema(V1)) == first.schema_id
+    spaced = json.dumps(json.loads(V1), indent=2)
+    assert client.register_schema(subject, Schema(spaced), normalize_schemas=True) == (
+        first.schema_id)
+    assert client.lookup_schema(subject, Schema(spaced), normalize_schemas=True).version == 1
 
 
 def test_config_compatibility_and_deletes(client: SchemaRegistryClient) -> None:
@@ -86,6 +90,10 @@ def test_config_compatibility_and_deletes(client: SchemaRegistryClient) -> None:
     assert client.delete_subject(subject, permanent=True) == [1, 2]  # soft-deleted version 2 too
     assert subject not in client.get_subjects(deleted=True)
     assert client.get_config()["compatibilityLevel"] == "BACKWARD"
+    other = _subject()
+    assert client.set_config(other, "FULL", normalize=True) == {"compatibility": "FULL",
+                                                                "normalize": True}
+    assert client.get_config(other)["compatibilityLevel"] == "FULL"
 
 
 @pytest.mark.parametrize("call, status, code", [
