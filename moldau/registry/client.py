@@ -20,6 +20,7 @@ console tools take (``schema.registry.url``, ``schema.registry.basic.auth.user.i
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import random
 import ssl
@@ -190,7 +191,7 @@ class AsyncSchemaRegistryClient:
         if not urls:
             raise ValueError("the schema registry url is missing (url, or the property "
                              "schema.registry.url), e.g. http://localhost:8081")
-        self.auth: aiohttp.BasicAuth | None = None
+        self.credentials: tuple[str, str] | None = None  # basic auth (user, password)
         self.urls: list[str] = []
         for url in urls:
             parts = urlsplit(url)
@@ -198,20 +199,19 @@ class AsyncSchemaRegistryClient:
                 raise ValueError(f"invalid schema registry url {url!r}: expected "
                                  "http://HOST:PORT or https://HOST:PORT")
             if parts.username is not None:
-                self.auth = aiohttp.BasicAuth(unquote(parts.username),
-                                              unquote(parts.password or ""))
+                self.credentials = (unquote(parts.username), unquote(parts.password or ""))
                 netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
                 url = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
             self.urls.append(url)
         user_info = config.get("basic.auth.user.info")
         if user_info:
-            if self.auth is not None:
+            if self.credentials is not None:
                 raise ValueError("basic.auth.user.info given together with credentials in the "
                                  "url; remove one of them")
             user, sep, password = str(user_info).partition(":")
             if not sep:
                 raise ValueError("basic.auth.user.info must be in the form user:password")
-            self.auth = aiohttp.BasicAuth(user, password)
+            self.credentials = (user, password)
         self.timeout = _number(config, "timeout", 30.0)
         self.max_retries = int(_number(config, "max.retries", 3))
         self.retries_wait_ms = _number(config, "retries.wait.ms", 1000)
@@ -244,10 +244,13 @@ class AsyncSchemaRegistryClient:
     def _get_session(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed:
+            headers = {"Accept": ACCEPT, "User-Agent": "moldau-schema-registry-client"}
+            if self.credentials is not None:
+                token = base64.b64encode(":".join(self.credentials).encode("utf-8"))
+                headers["Authorization"] = "Basic " + token.decode("ascii")
             self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
-                headers={"Accept": ACCEPT, "User-Agent": "moldau-schema-registry-client"},
-                auth=self.auth, connector=aiohttp.TCPConnector(ssl=self._ssl or True))
+                timeout=aiohttp.ClientTimeout(total=self.timeout), headers=headers,
+                connector=aiohttp.TCPConnector(ssl=self._ssl or True))
             self._loop = loop
         elif loop is not self._loop:
             raise RuntimeError("this schema registry client belongs to another event loop; "
