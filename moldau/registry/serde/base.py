@@ -6,7 +6,7 @@ A serializer finds the schema id for a record's subject the way Confluent's seri
 * ``use.latest.version`` true: the subject's latest version is written with;
 * otherwise its own schema, registered under the subject when ``auto.register.schemas`` is
   true (the default) or looked up there when it is false (a schema that is not registered
-  fails with the registry's 40403);
+  fails with the registry's 40401 subject not found or 40403 schema not found);
 
 then frames the encoded record with that id (:mod:`.wire`). A deserializer reads the id from
 the frame and fetches the writer's schema by id (cached: ids never change); with
