@@ -32,7 +32,8 @@ ALLOWED = {
     "http": {"http"},
     "rest": {"protocol", "wire", "client", "registry", "http", "rest"},
     "registry": {"protocol", "wire", "client", "http", "registry"},
-    "spark": {"protocol", "wire", "client", "spark"},
+    # spark decodes registry-framed Avro (value.format=avro) with the registry client
+    "spark": {"protocol", "wire", "client", "registry", "spark"},
     "doctor": {"protocol", "wire", "client", "doctor"},
     "perf": {"protocol", "wire", "client", "perf"},
     "devtools": {"protocol", "devtools"},
