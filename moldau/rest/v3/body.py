@@ -2,9 +2,10 @@
 Jackson entities read them (numbers may come as numeric strings, booleans as
 ``"true"``/``"false"``; unknown fields are ignored).
 
-A ``Content-Type`` other than ``application/json`` answers 415 / 415 (a request without one
-is read as JSON); a body that is not JSON, or a field of the wrong type, 400 / 400 naming the
-field.
+A ``Content-Type`` other than ``application/json`` answers 415 / 415 (a request without one,
+or with ``application/octet-stream``, the type some clients send for raw bytes, is read as
+JSON, as the schema registry reads it); a body that is not JSON, or a field of the wrong
+type, 400 / 400 naming the field.
 """
 
 from __future__ import annotations
@@ -14,13 +15,15 @@ from typing import Any
 
 from aiohttp import web
 
+from moldau.http import OCTET_STREAM
+
 from .errors import JSON, V3Error
 
 
 def check_content_type(request: web.Request) -> None:
     """415 unless the body is declared ``application/json`` (or not declared at all)."""
     declared = request.headers.get("Content-Type")
-    if declared is not None and request.content_type.lower() != JSON:
+    if declared is not None and request.content_type.lower() not in (JSON, OCTET_STREAM):
         raise V3Error(415, 415, "HTTP 415 Unsupported Media Type")
 
 

@@ -6,7 +6,8 @@ characters that matter (braces and string quotes, found with regular expressions
 record's bytes are looked at once by Python code and then parsed once by :func:`json.loads`.
 Chunk boundaries may fall anywhere, inside strings and multi-byte characters too. Anything
 but whitespace between objects, or an object larger than the limit, is a
-:class:`StreamError` (the stream cannot be resynchronised after it).
+:class:`StreamError` in :attr:`ObjectSplitter.error` (the stream cannot be resynchronised
+after it).
 """
 
 from __future__ import annotations
@@ -36,9 +37,14 @@ class ObjectSplitter:
         self._scan = 0          # where scanning continues
         self._depth = 0         # brace depth inside the current object (0: between objects)
         self.objects = 0        # objects returned so far
+        #: set when the stream cannot be followed any further; feed() returns the objects
+        #: before the problem first, and nothing after it
+        self.error: StreamError | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """Add ``chunk``; the objects it completes, in order."""
+        """Add ``chunk``; the objects it completes, in order (see :attr:`error`)."""
+        if self.error is not None:
+            return []
         buf = self._buf
         buf.extend(chunk)
         found: list[bytes] = []
@@ -50,9 +56,10 @@ class ObjectSplitter:
         while pos < len(buf):
             if depth == 0:
                 if buf[pos] != 0x7B:  # "{"
-                    raise StreamError(400, f"Error processing JSON: expected a JSON object "
-                                           f"(record {self.objects + 1}), found "
-                                           f"{bytes(buf[pos:pos + 20])!r}")
+                    self.error = StreamError(
+                        400, f"Error processing JSON: expected a JSON object (record "
+                             f"{self.objects + 1}), found {bytes(buf[pos:pos + 20])!r}")
+                    break
                 start = pos
             match = _STRUCT.search(buf, pos + (1 if depth == 0 else 0))
             if depth == 0:
@@ -71,6 +78,9 @@ class ObjectSplitter:
             pos = match.end()
             depth += 1 if char == b"{" else -1
             if depth == 0:
+                if pos - start > self.max_object_bytes:
+                    self._too_big()
+                    break
                 found.append(bytes(buf[start:pos]))
                 self.objects += 1
                 pos = self._skip_space(pos)
@@ -80,10 +90,13 @@ class ObjectSplitter:
             del buf[:keep_from]
             pos -= keep_from
         self._scan, self._depth = pos, depth
-        if depth > 0 and len(buf) > self.max_object_bytes:
-            raise StreamError(413, f"Record {self.objects + 1} is larger than the limit of "
-                                   f"{self.max_object_bytes} bytes")
+        if depth > 0 and len(buf) > self.max_object_bytes and self.error is None:
+            self._too_big()
         return found
+
+    def _too_big(self) -> None:
+        self.error = StreamError(413, f"Record {self.objects + 1} is larger than the limit "
+                                      f"of {self.max_object_bytes} bytes")
 
     def _skip_space(self, pos: int) -> int:
         match = _SPACE.match(self._buf, pos)
@@ -91,6 +104,8 @@ class ObjectSplitter:
 
     def finish(self) -> None:
         """The stream ended: an unfinished object is an error."""
+        if self.error is not None:
+            raise self.error
         if self._depth > 0 or self._buf[self._skip_space(0):]:
             raise StreamError(400, f"Error processing JSON: record {self.objects + 1} is "
                                    "not complete at the end of the request body")

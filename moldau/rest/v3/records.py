@@ -259,15 +259,13 @@ class _Stream:
         limit = self.request.app.get(MAX_SIZE_KEY, DEFAULT_MAX_RECORD_BYTES)
         splitter = ObjectSplitter(limit)
         async for chunk in self.request.content.iter_any():
-            try:
-                found = splitter.feed(chunk)
-            except StreamError as exc:
-                await self._stream_error(exc)
-                return
-            for raw in found:
+            for raw in splitter.feed(chunk):
                 if self.response is None:
                     await self.start()
                 await self.push(await self.submit(raw))
+            if splitter.error is not None:
+                await self._stream_error(splitter.error)
+                return
         try:
             splitter.finish()
         except StreamError as exc:

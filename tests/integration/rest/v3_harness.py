@@ -140,7 +140,8 @@ class RestV3:
 
     def request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None,
                 headers: dict[str, str] | None = None) -> Reply:
-        """One request with aiohttp's client; ``body`` is sent as JSON."""
+        """One request with aiohttp's client; ``body`` is sent as JSON (``raw`` without a
+        ``Content-Type`` unless ``headers`` give one)."""
         return asyncio.run(self.request_async(method, path, body, raw=raw, headers=headers))
 
     async def request_async(self, method: str, path: str, body: Any = None, *,
@@ -151,8 +152,10 @@ class RestV3:
         if body is not None:
             data = json.dumps(body).encode()
             sent.setdefault("Content-Type", JSON)
+        skip = () if "Content-Type" in sent or body is not None else ("Content-Type",)
         async with aiohttp.ClientSession() as session, session.request(
-                method, self.url + path, data=data, headers=sent) as response:
+                method, self.url + path, data=data, headers=sent,
+                skip_auto_headers=skip) as response:
             text = await response.text()
             return Reply(response.status, response.content_type, dict(response.headers), text)
 
@@ -170,3 +173,46 @@ async def chunks(items: Iterable[bytes]) -> AsyncIterator[bytes]:
     """An async body for aiohttp's client (sent with Transfer-Encoding: chunked)."""
     for item in items:
         yield item
+
+
+async def stream_produce(url: str, pieces: Iterable[bytes], *, lockstep: bool = False,
+                         chunked_reply: list[int] | None = None) -> tuple[int, list[Any]]:
+    """Send ``pieces`` as one chunked request body on one connection, reading the answer
+    while sending. With ``lockstep``, each piece (one record) is sent only after the result
+    of the one before it came back: the proof that results stream back per record.
+    ``chunked_reply`` collects the sizes of the answer's chunks as they arrive."""
+    results: list[Any] = []
+    arrived = asyncio.Event()
+    items = list(pieces)
+    decoder = json.JSONDecoder()
+
+    async def body() -> AsyncIterator[bytes]:
+        for index, item in enumerate(items):
+            if lockstep and index:
+                while len(results) < index:
+                    arrived.clear()
+                    await asyncio.wait_for(arrived.wait(), 30)
+            yield item
+
+    async with aiohttp.ClientSession() as session, session.post(
+            url, data=body(), headers={"Content-Type": JSON}) as response:
+        assert response.headers.get("Content-Type", "").startswith(JSON)
+        text = ""
+        async for chunk in response.content.iter_any():
+            if chunked_reply is not None:
+                chunked_reply.append(len(chunk))
+            text += chunk.decode()
+            pos = 0
+            while True:
+                while pos < len(text) and text[pos] in " \t\r\n":
+                    pos += 1
+                try:
+                    value, end = decoder.raw_decode(text, pos)
+                except json.JSONDecodeError:
+                    break
+                results.append(value)
+                pos = end
+            text = text[pos:]
+            arrived.set()
+        assert not text.strip(), text
+        return response.status, results
