@@ -55,7 +55,12 @@ class V3State:
 
     @property
     def registry(self) -> AsyncSchemaRegistryClient | None:
-        return getattr(self.ctx, "registry", None)
+        """The schema registry client; None when the context has none (or cannot make one:
+        a client without a URL raises ValueError)."""
+        try:
+            return getattr(self.ctx, "registry", None)
+        except ValueError:
+            return None
 
     async def local_cluster_id(self) -> str:
         """The id of the cluster behind ``bootstrap.servers`` (asked once, then kept)."""
