@@ -3,8 +3,9 @@ stopped inside the running event loop (``moldau rest-proxy`` or the broker's loo
 
 :func:`build_app` makes the app: JSON error bodies for everything (:mod:`moldau.http`), the
 proxy's content negotiation (:mod:`.media`), the request size limit, then the routes of
-``register_v2(app, ctx)`` (:mod:`.v2`) and ``register_v3(app, ctx)`` (:mod:`.v3`). Both take
-the app and the shared :class:`~.context.RestContext`. Every route accepts a trailing slash
+``register_v2(app, ctx)`` (:mod:`.v2`, with the shared :class:`~.context.RestContext`) and
+``register_v3(app, seam)`` (:mod:`.v3`, with a :class:`~.context.V3Seam`: attributes
+``admin``, ``producer``, ``registry``, ``base_url``). Every route accepts a trailing slash
 (:func:`.routing.route`).
 """
 
@@ -21,7 +22,7 @@ from moldau.http import HttpService, parse_listeners
 from moldau.http.errors import DEFAULT_TYPE_KEY, MAX_SIZE_KEY, error_middleware
 
 from .config import RestConfig
-from .context import CONTEXT_KEY, RestContext
+from .context import CONTEXT_KEY, RestContext, V3Seam
 from .media import V2, negotiation_middleware
 from .routing import route as route
 
@@ -37,8 +38,8 @@ def _register_v3(app: web.Application, ctx: RestContext) -> None:
             raise
         log.info("API v3 is not available in this build")
         return
-    register: Callable[[web.Application, RestContext], Any] = module.register_v3
-    register(app, ctx)
+    register: Callable[[web.Application, Any], Any] = module.register_v3
+    register(app, V3Seam(ctx))
 
 
 def build_app(ctx: RestContext) -> web.Application:
@@ -76,6 +77,7 @@ class RestProxy:
             self.ctx.bound_ports.setdefault(listener.scheme, port)
         for starter in self.ctx.starters:
             await starter()
+        await self.ctx.warm_up()
         log.info("rest proxy ready on %s (Kafka %s)", ", ".join(self.http.urls()),
                  self.config["bootstrap.servers"])
 

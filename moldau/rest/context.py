@@ -52,6 +52,11 @@ class _Lazy:
                 self._client = client
         return self._client
 
+    @property
+    def current(self) -> Any:
+        """The started client, or None while it is not (yet)."""
+        return self._client
+
     async def close(self) -> None:
         client, self._client = self._client, None
         if client is not None:
@@ -75,6 +80,7 @@ class RestContext:
         self._registry: AsyncSchemaRegistryClient | None = None
         #: scheme -> bound port of the proxy's listeners (set when the HTTP service started)
         self.bound_ports: dict[str, int] = {}
+        self._warming: asyncio.Task[Any] | None = None
         #: run when the proxy starts / stops: the consumer instance manager registers here
         self.starters: list[Callable[[], Awaitable[None]]] = []
         self.closers: list[Callable[[], Awaitable[None]]] = []
@@ -88,6 +94,33 @@ class RestContext:
     async def producer(self) -> Producer:
         """The proxy's producer, shared by every produce request."""
         return await self.kafka(self._producer.get())
+
+    async def warm_up(self) -> None:
+        """Start the admin client and the producer now, in the background: a failure is
+        logged and the next request tries again."""
+        async def start() -> None:
+            for what, lazy in (("admin client", self._admin), ("producer", self._producer)):
+                try:
+                    await lazy.get()
+                except Exception as exc:
+                    log.warning("rest proxy %s not connected yet (retried on use): %s",
+                                what, exc)
+                    return
+
+        self._warming = asyncio.create_task(start(), name="rest-proxy-clients")
+
+    def started(self, which: str) -> Any:
+        """The started admin client or producer (``which``); 50003 while it is not, and a
+        start is begun (for resources that cannot await, such as API v3's seam)."""
+        lazy = self._admin if which == "admin" else self._producer
+        if lazy.current is None:
+            if self._warming is None or self._warming.done():
+                self._warming = asyncio.create_task(lazy.get(), name=f"rest-proxy-{which}")
+                self._warming.add_done_callback(_retrieve)
+            raise errors.HttpError(500, errors.KAFKA_RETRIABLE_ERROR,
+                                   "Retriable Kafka error: the proxy's Kafka clients are "
+                                   "connecting to bootstrap.servers; retry")
+        return lazy.current
 
     @staticmethod
     async def kafka(operation: Awaitable[T]) -> T:
@@ -151,20 +184,28 @@ class RestContext:
     def base_url(self, request: web.Request) -> str:
         """``scheme://authority`` clients reach this proxy at, as Confluent builds it: the
         first ``advertised.listeners`` entry of the request's scheme, else ``host.name``
-        with the listener's port, else the request's ``Host``."""
+        with the listener's port (when the request named a port), else the request's
+        ``Host``."""
         scheme = request.scheme
+        host_name = self.config["host.name"]
+        explicit_port = ":" in (request.host or "").rsplit("]", 1)[-1]
+        if host_name and not explicit_port and not self.config["advertised.listeners"]:
+            return f"{scheme}://{host_name}"
+        return self.static_base_url(scheme) or f"{scheme}://{request.host}"
+
+    def static_base_url(self, scheme: str) -> str | None:
+        """The base URL that does not depend on a request: the first ``advertised.listeners``
+        entry of ``scheme``, else ``host.name`` with the bound port; None otherwise."""
         for entry in filter(None, (s.strip() for s in self.config["advertised.listeners"]
                                    .split(","))):
             parts = urlsplit(entry)
             if parts.scheme == scheme and parts.netloc:
                 return f"{scheme}://{parts.netloc}"
         host_name = self.config["host.name"]
+        port = self.bound_ports.get(scheme)
         if host_name:
-            port = self.bound_ports.get(scheme)
-            explicit = ":" in (request.host or "").rsplit("]", 1)[-1]
-            return f"{scheme}://{host_name}:{port}" if port and explicit else \
-                f"{scheme}://{host_name}"
-        return f"{scheme}://{request.host}"
+            return f"{scheme}://{host_name}:{port}" if port else f"{scheme}://{host_name}"
+        return None
 
     def url(self, request: web.Request, *segments: str) -> str:
         """An absolute URL below :meth:`base_url`, each segment percent-encoded."""
@@ -175,6 +216,9 @@ class RestContext:
 
     async def close(self) -> None:
         """Close consumer instances, then the clients."""
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            await asyncio.gather(self._warming, return_exceptions=True)
         for closer in reversed(self.closers):
             await _quietly(closer())
         await self._producer.close()
@@ -182,6 +226,37 @@ class RestContext:
         if self._registry is not None:
             await _quietly(self._registry.close())
             self._registry = None
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("rest proxy Kafka client did not start: %s", task.exception())
+
+
+class V3Seam:
+    """What API v3 (``moldau.rest.v3.register_v3``) reads on every request: ``admin`` and
+    ``producer`` (started clients; 50003 while they connect), ``registry`` (the schema
+    registry client) and ``base_url`` (the advertised ``scheme://host:port``, None: the
+    request's Host)."""
+
+    def __init__(self, ctx: RestContext) -> None:
+        self.ctx = ctx
+
+    @property
+    def admin(self) -> AdminClient:
+        return self.ctx.started("admin")  # type: ignore[no-any-return]
+
+    @property
+    def producer(self) -> Producer:
+        return self.ctx.started("producer")  # type: ignore[no-any-return]
+
+    @property
+    def registry(self) -> AsyncSchemaRegistryClient:
+        return self.ctx.registry()
+
+    @property
+    def base_url(self) -> str | None:
+        return self.ctx.static_base_url("http")
 
 
 CONTEXT_KEY: web.AppKey[RestContext] = web.AppKey("moldau.rest.context", RestContext)
