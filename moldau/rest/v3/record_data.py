@@ -229,12 +229,28 @@ class SchemaEncoder:
 
     async def _record_name(self, schema: Schema) -> str | None:
         kind = schema.schema_type or "AVRO"
+        if kind == "PROTOBUF":
+            return _first_message(schema.schema_str)
         try:
             parsed = await self._serializer(kind).parsed(schema)
         except SerializationError as exc:
             raise bad(f"the schema cannot be parsed: {exc}") from None
         if kind == "AVRO":
             return schema_name(parsed)
-        if kind == "JSON":
-            return parsed.title  # type: ignore[no-any-return]
-        return str(parsed.find(None).full_name)
+        return parsed.title  # type: ignore[no-any-return]
+
+
+def _first_message(text: str) -> str | None:
+    """The full name of the first message of a Protobuf schema (``.proto`` text or base64),
+    the name Confluent's record name strategies use."""
+    from moldau.registry.schemas.base import InvalidSchemaError
+    from moldau.registry.schemas.protobuf import parse
+
+    try:
+        descriptor = parse(text, {}).descriptor
+    except InvalidSchemaError as exc:
+        raise bad(f"the Protobuf schema cannot be parsed: {exc}") from None
+    if not descriptor.message_type:
+        return None
+    name = descriptor.message_type[0].name
+    return f"{descriptor.package}.{name}" if descriptor.package else name
