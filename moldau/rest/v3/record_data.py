@@ -42,6 +42,7 @@ from moldau.registry.serde.base import BaseSerializer
 from .errors import KAFKA_ERROR, V3Error
 
 PLAIN = ("BINARY", "JSON", "STRING")
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 #: request type -> the registry's schema type
 SCHEMA_TYPES = {"AVRO": "AVRO", "JSONSCHEMA": "JSON", "PROTOBUF": "PROTOBUF"}
 _REQUEST_TYPE = {v: k for k, v in SCHEMA_TYPES.items()}
@@ -80,7 +81,7 @@ def encode_plain(kind: str, data: Any, what: str) -> Encoded:
         except (binascii.Error, ValueError):
             raise bad(f"{what}.data is not valid base64: {data[:40]!r}.") from None
     elif kind == "JSON":
-        raw = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        raw = _COMPACT(data).encode()
     else:
         if not isinstance(data, str):
             raise bad(f"{what}.data of type STRING must be a string.")

@@ -59,7 +59,7 @@ from .errors import (
     from_exception,
     log,
 )
-from .json_stream import ObjectSplitter, StreamError
+from .json_stream import BadObject, ObjectSplitter, StreamError
 from .record_data import NOTHING, Encoded, SchemaEncoder, encode_plain, needs_registry
 
 #: records per connection waiting for Kafka before the proxy stops reading the connection
@@ -67,15 +67,20 @@ IN_FLIGHT = 4096
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
 
 _DONE = object()
+_COMPACT = json.JSONEncoder(separators=(",", ":")).encode
+_SECONDS: dict[int, str] = {}  # epoch second -> its ISO text (a few recent ones)
 
 
 def iso_timestamp(ms: int) -> str:
     """Epoch milliseconds as Java's ``Instant.toString()`` writes them."""
-    moment = datetime.fromtimestamp(ms / 1000, UTC)
-    text = moment.strftime("%Y-%m-%dT%H:%M:%S")
-    if ms % 1000:
-        text += f".{ms % 1000:03d}"
-    return text + "Z"
+    second, millis = divmod(ms, 1000)
+    text = _SECONDS.get(second)
+    if text is None:
+        if len(_SECONDS) > 64:
+            _SECONDS.clear()
+        text = _SECONDS[second] = datetime.fromtimestamp(second, UTC).strftime(
+            "%Y-%m-%dT%H:%M:%S")
+    return f"{text}.{millis:03d}Z" if millis else f"{text}Z"
 
 
 def parse_timestamp(value: Any) -> int | None:
@@ -145,15 +150,11 @@ class _Stream:
             return await self.encoder.encode(self.topic, part, name == "key", name)
         return encode_plain(str(part["type"]).upper(), part.get("data"), name)
 
-    async def submit(self, raw: bytes) -> tuple[Any, ...]:
+    async def submit(self, req: dict[str, Any] | BadObject) -> tuple[Any, ...]:
         """Produce one request; what the writer needs to answer it."""
         try:
-            try:
-                req = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                raise V3Error(400, 400, f"Error processing JSON: {exc}") from None
-            if not isinstance(req, dict):
-                raise bad_request("a produce request must be a JSON object.")
+            if isinstance(req, BadObject):
+                raise V3Error(400, 400, req.message)
             key = await self._part(req, "key")
             value = await self._part(req, "value")
             partition = req.get("partition_id")
@@ -210,7 +211,7 @@ class _Stream:
                 if len(item) > 1 and not item[0].done():
                     break
                 pending.popleft()
-                out.append(json.dumps(self.result(item), separators=(",", ":")).encode())
+                out.append(_COMPACT(self.result(item)).encode())
             if len(pending) < IN_FLIGHT:
                 self.space.set()
             if out:
@@ -259,10 +260,10 @@ class _Stream:
         limit = self.request.app.get(MAX_SIZE_KEY, DEFAULT_MAX_RECORD_BYTES)
         splitter = ObjectSplitter(limit)
         async for chunk in self.request.content.iter_any():
-            for raw in splitter.feed(chunk):
+            for req in splitter.feed(chunk):
                 if self.response is None:
                     await self.start()
-                await self.push(await self.submit(raw))
+                await self.push(await self.submit(req))
             if splitter.error is not None:
                 await self._stream_error(splitter.error)
                 return
