@@ -15,10 +15,11 @@ directly, in the same run, on one ``moldau serve`` and one ``moldau rest-proxy``
   brought the first records (the join before it is reported apart as ``join_s``).
 * **direct consume**: moldau's consumer reads the same topic from the beginning.
 
-Each phase reports records/s and the CPU seconds of the broker and the proxy (/proc). The
+Each phase reports records/s and the CPU seconds of the broker and the proxy (/proc), the
+median of ``--repeat`` rounds (each round on fresh topics; every run is in the JSON). The
 client (this process, aiohttp and moldau's client) shares the machine with both.
 
-    .venv/bin/python -m bench.rest_proxy                       # ~1 minute here
+    .venv/bin/python -m bench.rest_proxy                       # ~1-2 minutes here
     .venv/bin/python -m bench.rest_proxy --records 200000 --connections 8
 
 Prints the figures and writes bench/results/rest_proxy-<time>.json.
@@ -63,6 +64,7 @@ class Plan:
     connections: int = 4
     streams: int = 1
     partitions: int = 4
+    repeat: int = 3
 
 
 class RestProxyProcess:
@@ -269,17 +271,13 @@ async def direct_consume(bootstrap: str, topic: str, plan: Plan) -> dict[str, An
     return {"wall_s": wall}
 
 
-async def _phases(plan: Plan, broker: BenchBroker, proxy: RestProxyProcess
-                  ) -> dict[str, Any]:
-    await proxy.start()
-    meter = Meter({"broker": broker.pid, "proxy": proxy.pid})
+async def _round(plan: Plan, broker: BenchBroker, proxy: RestProxyProcess, meter: Meter,
+                 cluster_id: str) -> dict[str, dict[str, Any]]:
+    """Every phase once, on fresh topics."""
     topics = {name: f"bench-{name}-{uuid.uuid4().hex[:6]}"
               for name in ("direct", "v2", "v3")}
     for topic in topics.values():
         create_topic(broker.bootstrap, topic, plan.partitions)
-    async with aiohttp.ClientSession() as session, \
-            session.get(proxy.url + "/v3/clusters") as reply:
-        cluster_id = (await reply.json())["data"][0]["cluster_id"]
     n = plan.records
     return {
         "direct_produce": await meter.measure(
@@ -293,6 +291,24 @@ async def _phases(plan: Plan, broker: BenchBroker, proxy: RestProxyProcess
         "direct_consume": await meter.measure(
             n, lambda: direct_consume(broker.bootstrap, topics["v2"], plan)),
     }
+
+
+async def _phases(plan: Plan, broker: BenchBroker, proxy: RestProxyProcess
+                  ) -> dict[str, Any]:
+    """``plan.repeat`` rounds; per phase the median records/s and every run."""
+    await proxy.start()
+    meter = Meter({"broker": broker.pid, "proxy": proxy.pid})
+    async with aiohttp.ClientSession() as session, \
+            session.get(proxy.url + "/v3/clusters") as reply:
+        cluster_id = (await reply.json())["data"][0]["cluster_id"]
+    rounds = [await _round(plan, broker, proxy, meter, cluster_id)
+              for _ in range(plan.repeat)]
+    out: dict[str, Any] = {}
+    for name in PHASES:
+        runs = [r[name] for r in rounds]
+        median = sorted(runs, key=lambda r: r["records_per_s"])[len(runs) // 2]
+        out[name] = {**median, "runs": runs}
+    return out
 
 
 def run(plan: Plan, workdir: Path) -> dict[str, Any]:
@@ -325,7 +341,7 @@ def run(plan: Plan, workdir: Path) -> dict[str, Any]:
 def _print(result: dict[str, Any]) -> None:
     plan = result["plan"]
     print(f"{plan['records']} JSON records of ~{plan['record_size']} B, "
-          f"{plan['partitions']} partitions")
+          f"{plan['partitions']} partitions, the median of {plan['repeat']} runs")
     print(f"{'phase':<20} {'records/s':>10} {'seconds':>8} {'broker CPU s':>12} "
           f"{'proxy CPU s':>11}")
     for name in PHASES:
@@ -349,11 +365,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=defaults.streams,
                         help="v3 streaming connections")
     parser.add_argument("--partitions", type=int, default=defaults.partitions)
+    parser.add_argument("--repeat", type=int, default=defaults.repeat,
+                        help="rounds of every phase; the median is reported")
     parser.add_argument("--workdir", type=Path)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     plan = Plan(args.records, args.record_size, args.batch, args.connections, args.streams,
-                args.partitions)
+                args.partitions, args.repeat)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="moldau-bench-rest-"))
     result = run(plan, workdir)
     _print(result)
