@@ -59,6 +59,7 @@ async def find_broker(request: web.Request) -> BrokerInfo:
 
 @endpoint
 async def list_brokers(request: web.Request) -> web.StreamResponse:
+    """``KafkaBrokerList`` of every broker, by id."""
     links = Links(request, await check_cluster(request))
     brokers = await state(request).admin.describe_brokers()
     return json_response(links.collection(
@@ -68,12 +69,14 @@ async def list_brokers(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_broker(request: web.Request) -> web.StreamResponse:
+    """``KafkaBroker`` of the broker of the path."""
     links = Links(request, await check_cluster(request))
     return json_response(broker_data(links, await find_broker(request)))
 
 
 @endpoint
 async def list_broker_replicas(request: web.Request) -> web.StreamResponse:
+    """``KafkaReplicaList``: the replicas on the broker of the path."""
     links = Links(request, await check_cluster(request))
     node = (await find_broker(request)).node_id
     topics = await state(request).admin.list_topics(include_internal=True)

@@ -70,17 +70,20 @@ class Target:
         return data
 
     def missing(self, links: Links, name: str) -> V3Error:
+        """404 for a key the resource does not have (Confluent's message)."""
         kind = "TOPIC" if self.resource.type == ResourceType.TOPIC else "BROKER"
         return not_found(f"Config {name} cannot be found for {kind} {self.resource.name} in "
                          f"cluster {links.cluster_id}.")
 
 
 def topic_target(name: str) -> Target:
+    """The configs of topic ``name``."""
     return Target(ConfigResource.topic(name), "KafkaTopicConfig", ("topics", name, "configs"),
                   (("topic", name),), {"topic_name": name})
 
 
 def broker_target(node: int) -> Target:
+    """The configs of broker ``node``."""
     return Target(ConfigResource.broker(node), "KafkaBrokerConfig",
                   ("brokers", node, "configs"), (("broker", node),), {"broker_id": node})
 
@@ -112,6 +115,7 @@ def _list_kind(target: Target) -> str:
 
 @endpoint
 async def list_configs(request: web.Request) -> web.StreamResponse:
+    """The configs of the path's resource (``-`` as broker: every broker's)."""
     links = Links(request, await check_cluster(request))
     if request.match_info.get("broker_id") == "-":
         return await _all_brokers(request, links)
@@ -135,6 +139,7 @@ async def _all_brokers(request: web.Request, links: Links) -> web.StreamResponse
 
 @endpoint
 async def list_all_topic_configs(request: web.Request) -> web.StreamResponse:
+    """``KafkaTopicConfigList`` of every topic's configs."""
     links = Links(request, await check_cluster(request))
     admin = state(request).admin
     names = sorted(await admin.list_topics())
@@ -149,6 +154,7 @@ async def list_all_topic_configs(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_config(request: web.Request) -> web.StreamResponse:
+    """One config of the path's resource; 404 when it has no such key."""
     links = Links(request, await check_cluster(request))
     target = await _target(request)
     entry = (await _entries(request, target)).get(request.match_info["name"])
@@ -170,6 +176,7 @@ async def _alter(request: web.Request, links: Links, target: Target,
 
 @endpoint
 async def update_config(request: web.Request) -> web.StreamResponse:
+    """``PUT {"value": ...}``: set one key (204)."""
     links = Links(request, await check_cluster(request))
     target = await _target(request)
     body = await read_object(request)
@@ -181,6 +188,7 @@ async def update_config(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def reset_config(request: web.Request) -> web.StreamResponse:
+    """``DELETE``: reset one key to its default (204)."""
     links = Links(request, await check_cluster(request))
     target = await _target(request)
     await _alter(request, links, target,
@@ -205,6 +213,7 @@ def _batch(body: dict[str, Any]) -> list[AlterConfigOp]:
 
 @endpoint
 async def alter_configs(request: web.Request) -> web.StreamResponse:
+    """``POST ...:alter``: set and delete keys in one batch (204)."""
     links = Links(request, await check_cluster(request))
     target = await _target(request)
     body = await read_object(request)

@@ -47,10 +47,12 @@ class V3State:
 
     @property
     def admin(self) -> AdminClient:
+        """The started admin client of the context."""
         return self.ctx.admin  # type: ignore[no-any-return]
 
     @property
     def producer(self) -> Producer:
+        """The started producer of the context."""
         return self.ctx.producer  # type: ignore[no-any-return]
 
     @property

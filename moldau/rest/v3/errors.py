@@ -157,6 +157,7 @@ def endpoint(handler: Handler) -> Handler:
 
     @functools.wraps(handler)
     async def wrapped(request: web.Request) -> web.StreamResponse:
+        """The handler, its failures answered as JSON errors."""
         try:
             return await handler(request)
         except web.HTTPException:

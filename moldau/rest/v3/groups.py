@@ -135,6 +135,7 @@ async def lag_rows(request: web.Request, group: GroupDescription) -> list[Partit
 
 @endpoint
 async def list_groups(request: web.Request) -> web.StreamResponse:
+    """``KafkaConsumerGroupList``."""
     links = Links(request, await check_cluster(request))
     admin = state(request).admin
     listed = [g.group_id for g in await admin.list_groups()
@@ -148,12 +149,14 @@ async def list_groups(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_group(request: web.Request) -> web.StreamResponse:
+    """``KafkaConsumerGroup`` of the path."""
     links = Links(request, await check_cluster(request))
     return json_response(group_data(links, await find_group(request)))
 
 
 @endpoint
 async def list_consumers(request: web.Request) -> web.StreamResponse:
+    """``KafkaConsumerList``: the group's members."""
     links = Links(request, await check_cluster(request))
     group = await find_group(request)
     members = sorted(group.members, key=lambda m: m.member_id)
@@ -164,6 +167,7 @@ async def list_consumers(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_consumer(request: web.Request) -> web.StreamResponse:
+    """``KafkaConsumer`` of the path."""
     links = Links(request, await check_cluster(request))
     group = await find_group(request)
     return json_response(consumer_data(links, group.group_id, find_member(group, request)))
@@ -171,6 +175,7 @@ async def get_consumer(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def list_assignments(request: web.Request) -> web.StreamResponse:
+    """``KafkaConsumerAssignmentList``: the consumer's partitions."""
     links = Links(request, await check_cluster(request))
     group = await find_group(request)
     member = find_member(group, request)
@@ -184,6 +189,7 @@ async def list_assignments(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_assignment(request: web.Request) -> web.StreamResponse:
+    """One assignment of the consumer; 404 when it does not hold it."""
     links = Links(request, await check_cluster(request))
     group = await find_group(request)
     member = find_member(group, request)
@@ -197,6 +203,7 @@ async def get_assignment(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def list_lags(request: web.Request) -> web.StreamResponse:
+    """``KafkaConsumerLagList``: lag per committed partition."""
     links = Links(request, await check_cluster(request))
     group = await find_group(request)
     rows = await lag_rows(request, group)
@@ -207,6 +214,7 @@ async def list_lags(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_lag(request: web.Request) -> web.StreamResponse:
+    """``KafkaConsumerLag`` of one partition; 404 without a committed offset."""
     links = Links(request, await check_cluster(request))
     group = await find_group(request)
     topic, partition = request.match_info["topic_name"], request.match_info["partition_id"]
@@ -218,6 +226,7 @@ async def get_lag(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_lag_summary(request: web.Request) -> web.StreamResponse:
+    """``KafkaConsumerGroupLagSummary``: the largest and the total lag."""
     links = Links(request, await check_cluster(request))
     group = await find_group(request)
     rows = await lag_rows(request, group)

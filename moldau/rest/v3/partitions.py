@@ -91,6 +91,7 @@ async def _partition(request: web.Request) -> tuple[Links, PartitionInfo]:
 
 @endpoint
 async def list_partitions(request: web.Request) -> web.StreamResponse:
+    """``KafkaPartitionList`` of the topic."""
     links = Links(request, await check_cluster(request))
     name = request.match_info["topic_name"]
     topic = await describe_topic(request, name)
@@ -101,12 +102,14 @@ async def list_partitions(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_partition(request: web.Request) -> web.StreamResponse:
+    """``KafkaPartition`` of the path."""
     links, info = await _partition(request)
     return json_response(partition_data(links, info))
 
 
 @endpoint
 async def list_replicas(request: web.Request) -> web.StreamResponse:
+    """``KafkaReplicaList`` of the partition."""
     links, info = await _partition(request)
     return json_response(links.collection(
         "KafkaReplicaList", ("topics", info.topic, "partitions", info.partition, "replicas"),
@@ -115,6 +118,7 @@ async def list_replicas(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_replica(request: web.Request) -> web.StreamResponse:
+    """``KafkaReplica`` on the broker of the path."""
     links, info = await _partition(request)
     broker = _int_param(request, "broker_id")
     if broker not in info.replicas:
@@ -129,6 +133,7 @@ async def _reassignments(request: web.Request, partitions: list[TopicPartition] 
 
 @endpoint
 async def list_all_reassignments(request: web.Request) -> web.StreamResponse:
+    """Every reassignment in progress."""
     links = Links(request, await check_cluster(request))
     moving = await _reassignments(request, None)
     return json_response(links.collection(
@@ -138,6 +143,7 @@ async def list_all_reassignments(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def list_topic_reassignments(request: web.Request) -> web.StreamResponse:
+    """The topic's reassignments in progress."""
     links = Links(request, await check_cluster(request))
     name = request.match_info["topic_name"]
     topic = await describe_topic(request, name)
@@ -150,6 +156,7 @@ async def list_topic_reassignments(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_reassignment(request: web.Request) -> web.StreamResponse:
+    """The partition's reassignment; 404 when none is running."""
     links, info = await _partition(request)
     tp = TopicPartition(info.topic, info.partition)
     moving = await _reassignments(request, [tp])

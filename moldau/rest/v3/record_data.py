@@ -55,6 +55,7 @@ class RecordError(V3Error):
 
 
 def bad(detail: str) -> RecordError:
+    """400 ``Bad Request: <detail>`` for one record."""
     return RecordError(400, 400, f"Bad Request: {detail}")
 
 

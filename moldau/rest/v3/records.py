@@ -245,11 +245,11 @@ class _Stream:
             await self.writer
             await self.response.write_eof()
             return self.response
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
         except Exception:
             if self.response is None:
                 raise
+            # the 200 head is out: nothing else can be said (the client went away, or
+            # writing failed); what was produced stays produced
             log.debug("produce stream to %s ended early", self.topic, exc_info=True)
             return self.response
         finally:
@@ -303,6 +303,7 @@ async def _known_topic(request: web.Request, topic: str) -> None:
 
 @endpoint
 async def produce(request: web.Request) -> web.StreamResponse:
+    """Produce the request's records (see the module docstring)."""
     cluster_id = await check_cluster(request)
     topic = request.match_info["topic_name"]
     await _known_topic(request, topic)

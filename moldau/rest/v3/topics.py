@@ -60,6 +60,7 @@ def from_info(links: Links, info: TopicInfo) -> dict[str, Any]:
 
 @endpoint
 async def list_topics(request: web.Request) -> web.StreamResponse:
+    """``KafkaTopicList`` (internal topics left out)."""
     links = Links(request, await check_cluster(request))
     topics = await state(request).admin.list_topics()
     return json_response(links.collection(
@@ -69,6 +70,7 @@ async def list_topics(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def get_topic(request: web.Request) -> web.StreamResponse:
+    """``KafkaTopic`` of the path."""
     links = Links(request, await check_cluster(request))
     return json_response(from_info(links, await describe_topic(
         request, request.match_info["topic_name"])))
@@ -129,6 +131,7 @@ async def _created(request: web.Request, name: str) -> TopicInfo | None:
 
 @endpoint
 async def create_topic(request: web.Request) -> web.StreamResponse:
+    """Create a topic (201), or only validate it (200)."""
     links = Links(request, await check_cluster(request))
     body = await read_object(request)
     name = get_str(body, "topic_name", required=True)
@@ -160,6 +163,7 @@ async def create_topic(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def update_partitions(request: web.Request) -> web.StreamResponse:
+    """``PATCH {"partitions_count": n}``: grow the topic."""
     links = Links(request, await check_cluster(request))
     name = request.match_info["topic_name"]
     body = await read_object(request, required=False)
@@ -181,6 +185,7 @@ async def update_partitions(request: web.Request) -> web.StreamResponse:
 
 @endpoint
 async def delete_topic(request: web.Request) -> web.StreamResponse:
+    """Delete the topic (204)."""
     await check_cluster(request)
     name = request.match_info["topic_name"]
     await state(request).admin.delete_topics([name])

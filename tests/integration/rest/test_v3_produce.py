@@ -207,3 +207,61 @@ def test_results_come_back_while_the_request_is_still_open(rest: RestV3, cid: st
     assert status == 200
     assert [r["error_code"] for r in results] == [200] * 10 + [400] + [200] * 14
     assert [r["offset"] for r in results if r["error_code"] == 200] == list(range(24))
+
+
+def test_back_pressure_keeps_order_and_answers_everything(rest: RestV3, cid: str) -> None:
+    """With room for only 8 records in flight the reader waits for the writer again and
+    again; every record is still answered, in order."""
+    from moldau.rest.v3 import records as module
+
+    topic = unique()
+    ok(create(rest, cid, topic), 201)
+    saved = module.IN_FLIGHT
+    rest.call(_set(module, 8))
+    try:
+        body = b"".join(json.dumps({"value": {"type": "STRING", "data": str(i)}}).encode()
+                        for i in range(2000))
+        url = f"{rest.url}/v3/clusters/{cid}/topics/{topic}/records"
+        status, results = asyncio.run(stream_produce(url, [body[i:i + 4096] for i in
+                                                           range(0, len(body), 4096)]))
+    finally:
+        rest.call(_set(module, saved))
+    assert status == 200
+    assert [r["offset"] for r in results] == list(range(2000))
+
+
+async def _set(module: object, value: int) -> None:
+    module.IN_FLIGHT = value  # type: ignore[attr-defined]
+
+
+def test_a_client_that_goes_away_mid_stream_leaves_the_proxy_serving(rest: RestV3,
+                                                                    cid: str) -> None:
+    import aiohttp
+
+    topic = unique()
+    ok(create(rest, cid, topic), 201)
+    url = f"{rest.url}/v3/clusters/{cid}/topics/{topic}/records"
+    record = json.dumps({"value": {"type": "STRING", "data": "x"}}).encode()
+
+    async def abandon() -> int:
+        never = asyncio.Event()
+
+        async def body():  # type: ignore[no-untyped-def]
+            for _ in range(50):
+                yield record
+            await never.wait()  # the request body never ends
+
+        got = 0
+        async with aiohttp.ClientSession() as session:
+            reply = await session.post(url, data=body(), headers={"Content-Type": JSON})
+            async for piece in reply.content.iter_any():
+                got += piece.count(b'"error_code":200')
+                if got >= 50:
+                    break
+            reply.close()  # drop the connection with the request still open
+        return got
+
+    assert asyncio.run(asyncio.wait_for(abandon(), 60)) == 50
+    results = rest.produce(cid, topic, [{"value": {"type": "STRING", "data": "after"}}])
+    assert results[0]["error_code"] == 200 and results[0]["offset"] >= 50
+    ok(rest.request("GET", f"/v3/clusters/{cid}"))
