@@ -167,5 +167,13 @@ def test_v3_through_the_proxy_app(broker: InProcessBroker) -> None:
             results = await _produce(client, cid, topic, [
                 {"value": {"type": "JSON", "data": [1, 2]}}] * 3)
             assert [r["offset"] for r in results] == [0, 1, 2]
+            # v3 speaks application/json only
+            answer = await client.call("GET", f"/v3/clusters/{cid}", ctype=None,
+                                       accept="application/vnd.kafka.v2+json")
+            assert answer.status == 406
+            answer = await client.call("PUT", f"/v3/clusters/{cid}/topics/{topic}/configs/"
+                                              "retention.ms", raw=b'{"value": "1000"}',
+                                       ctype="text/plain")
+            assert (answer.status, answer.ctype) == (415, JSON) and answer.error() == (415, 415)
 
     run(scenario())
