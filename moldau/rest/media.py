@@ -128,6 +128,10 @@ async def read_body(request: web.Request, *, consumes: Collection[str] = V2_CONS
     except json.JSONDecodeError as exc:
         raise HttpError(400, 400, f"Unexpected JSON: {exc.msg} (line {exc.lineno} column "
                                   f"{exc.colno})") from None
+    except RecursionError:
+        raise HttpError(400, 400, "Unexpected JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise HttpError(400, 400, f"Unexpected JSON: {exc}") from None
 
 
 def json_answer(request: web.Request, data: Any, status: int = 200,
