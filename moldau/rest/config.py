@@ -107,17 +107,17 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("consumer.instance.timeout.ms", _int(1), 300000,
         "Idle time after which a consumer instance is closed and forgotten."),
     Key("consumer.request.timeout.ms", _int(0), 1000,
-        "Longest time GET .../records waits for records (the request's timeout and the "
-        "instance's consumer.request.timeout.ms may only shorten it)."),
+        "Longest time GET .../records waits for records (an instance's own "
+        "consumer.request.timeout.ms replaces it; the request's timeout may only shorten "
+        "it)."),
     Key("consumer.request.max.bytes", _int(1), 67108864,
         "Most key+value bytes one GET .../records answers (max_bytes may lower it)."),
     Key("fetch.min.bytes", _int(-1, 10000000), -1,
         "GET .../records answers once this many bytes arrived (-1: wait for the timeout "
         "or max bytes); an instance's fetch.min.bytes overrides it."),
-    Key("consumer.iterator.backoff.ms", _int(1), 50,
-        "Pause between polls of one GET .../records while it waits for more records."),
     Key("consumer.max.instances", _int(1), 10000,
-        "Most consumer instances at once (more: 50003, retry after old ones expire).",
+        "Most consumer instances at once (more: 503 with 50301, retry after idle ones "
+        "expire).",
         "Moldau's own (Confluent bounds threads: consumer.threads)"),
     Key("request.max.bytes", _int(1024), 16777216,
         "Largest request body accepted (413 above it).", "Moldau's own (Jetty's limits)"),
@@ -127,6 +127,7 @@ KEYS: dict[str, Key] = {k.name: k for k in (
 
 #: Confluent keys that configure things moldau does differently; accepted and ignored.
 IGNORED = ("port", "consumer.threads", "producer.threads", "consumer.iterator.timeout.ms",
+           "consumer.iterator.backoff.ms",
            "simpleconsumer.pool.size.max", "simpleconsumer.pool.timeout.ms",
            "zookeeper.connect", "debug", "kafka.rest.resource.extension.class",
            "access.control.allow.origin", "access.control.allow.methods",

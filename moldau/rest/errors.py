@@ -29,6 +29,7 @@ SERIALIZATION = 42207
 UNPROCESSABLE = 422
 KAFKA_ERROR = 50002
 KAFKA_RETRIABLE_ERROR = 50003
+NO_CONSUMER_AVAILABLE = 50301
 
 
 def topic_not_found() -> HttpError:
@@ -53,6 +54,13 @@ def already_exists() -> HttpError:
     return HttpError(409, CONSUMER_ALREADY_EXISTS,
                      "Consumer with specified consumer ID already exists in the specified "
                      "consumer group.")
+
+
+def too_many_instances(count: int) -> HttpError:
+    """503 with Confluent's "pool exhausted, retry" code: ``consumer.max.instances`` reached."""
+    return HttpError(503, NO_CONSUMER_AVAILABLE,
+                     f"Too many consumer instances ({count}, consumer.max.instances); retry "
+                     "once idle ones expired, or delete instances no longer used")
 
 
 def illegal_state(message: str) -> HttpError:

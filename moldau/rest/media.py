@@ -114,7 +114,7 @@ async def read_body(request: web.Request, *, consumes: Collection[str] = V2_CONS
     415 for a ``Content-Type`` the API does not read, 400 for a body that is not JSON
     (aiohttp answers 413 itself for a body over ``request.max.bytes``).
     """
-    if request.body_exists and body_type(request) not in consumes:
+    if "Content-Type" in request.headers and body_type(request) not in consumes:
         raise HttpError(415, 415, "HTTP 415 Unsupported Media Type")
     body = await request.read()
     if not body.strip():
@@ -128,6 +128,10 @@ async def read_body(request: web.Request, *, consumes: Collection[str] = V2_CONS
     except json.JSONDecodeError as exc:
         raise HttpError(400, 400, f"Unexpected JSON: {exc.msg} (line {exc.lineno} column "
                                   f"{exc.colno})") from None
+    except RecursionError:
+        raise HttpError(400, 400, "Unexpected JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise HttpError(400, 400, f"Unexpected JSON: {exc}") from None
 
 
 def json_answer(request: web.Request, data: Any, status: int = 200,

@@ -209,8 +209,9 @@ async def seek(request: web.Request) -> web.Response:
             for tp, hit in found.items():
                 if hit is not None:
                     consumer.seek(tp, hit[0])
-            if later:
-                consumer.seek_to_end(later)  # no record at or after the time
+            if later:  # no record at or after the time: the end
+                for tp, end in (await _kafka(consumer.end_offsets(later))).items():
+                    consumer.seek(tp, end)
     return no_content()
 
 

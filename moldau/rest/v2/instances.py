@@ -208,9 +208,7 @@ class InstanceManager:
         if key in self.instances:
             raise errors.already_exists()
         if len(self.instances) >= self.config["consumer.max.instances"]:
-            raise errors.HttpError(503, 50301, "Too many consumer instances "
-                                   f"(consumer.max.instances={len(self.instances)}); retry "
-                                   "once idle ones expired or delete unused ones")
+            raise errors.too_many_instances(len(self.instances))
         client = self.config.client("consumer")
         client["group.id"] = group
         client.setdefault("client.id", settings.name)

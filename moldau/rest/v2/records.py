@@ -2,7 +2,7 @@
 
 As Confluent's read task: it polls until ``consumer.request.timeout.ms`` passed (the
 request's ``timeout`` and the instance's own setting may only shorten it), or the records
-add up to more than ``fetch.min.bytes`` (instance setting, else the proxy's; -1 = never), or
+add up to at least ``fetch.min.bytes`` (instance setting, else the proxy's; -1 = never), or
 the next record would reach ``max_bytes`` (capped by ``consumer.request.max.bytes``). Sizes
 are key plus value bytes as stored in Kafka. A new member's first reads may be empty while
 the group assigns its partitions; read again.
@@ -27,7 +27,6 @@ from moldau.registry.serde import SerializationError
 
 from .. import errors
 from ..config import RestConfig
-from ..context import RestContext
 from .instances import POLL_RECORDS, ConsumerInstance
 
 UNREADABLE = (SerializationError, SchemaRegistryError, OSError, ValueError, TypeError)
@@ -100,7 +99,7 @@ async def read(instance: ConsumerInstance, config: RestConfig, timeout_ms: int,
                                 f"{record.partition} offset {record.offset} as "
                                 f"{instance.format}: {exc}") from None
             size += record_size
-        if size > min_bytes or time.monotonic() >= deadline:
+        if size >= min_bytes or time.monotonic() >= deadline:
             return out
 
 
@@ -110,8 +109,3 @@ async def _record(instance: ConsumerInstance, record: ConsumerRecord) -> dict[st
             "key": await decode(record.topic, record.key, True),
             "value": await decode(record.topic, record.value, False),
             "partition": record.partition, "offset": record.offset}
-
-
-async def start_client(instance: ConsumerInstance) -> Consumer:
-    """The instance's started client (kept here so routes need not know the context)."""
-    return await RestContext.kafka(instance.client())

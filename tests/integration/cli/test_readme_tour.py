@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from moldau.testing.rest import RestBrokerProcess
 from moldau.testing.runner import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,14 +47,19 @@ def block_with(language: str, needle: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def make_run_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """``make run``'s broker: the embedded server.properties, on a free port and a temporary
-    data directory instead of localhost:9092 and ./data."""
+def make_run_broker(tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[RestBrokerProcess]:
+    """``make run``'s broker: the embedded server.properties and make run's overrides (schema
+    registry, REST Proxy), on free ports and a temporary data directory instead of
+    localhost:9092/8081/8082 and ./data."""
     data = tmp_path_factory.mktemp("make-run") / "data"
     text = EMBEDDED.read_text()
     text = re.sub(r"^listeners=.*$", "listeners=PLAINTEXT://127.0.0.1:0", text, flags=re.M)
     text = re.sub(r"^log\.dirs=.*$", f"log.dirs={data}", text, flags=re.M)
-    broker = BrokerProcess(data, config_text=text)
+    # make run's overrides, on free ports
+    text += ("\nschema.registry.listeners=http://127.0.0.1:0"
+             "\nrest.proxy.listeners=http://127.0.0.1:0\n")
+    broker = RestBrokerProcess(data, config_text=text)
     broker.start()
     yield broker
     broker.stop()
@@ -92,11 +98,28 @@ def test_the_tour_runs_in_order(make_run_broker: BrokerProcess, tmp_path: Path) 
     described = [run_shell(c, make_run_broker, tmp_path) for c in local][-1]
     assert "retention.ms=3600000" in described.stdout
 
+    # Seed 004's REST Proxy commands, against make run's proxy (a read may answer [] while
+    # the instance joins its group: the README says to run it again).
+    rest = commands(block_with("sh", "localhost:8082/topics/jsontest"))
+    hostport = make_run_broker.rest_url.split("://", 1)[1]
+    answers = [run_shell(c.replace("localhost:8082", hostport), make_run_broker, tmp_path)
+               for c in rest]
+    assert '"partition":0,"offset":0' in answers[0].stdout
+    for _ in range(30):
+        if answers[-1].stdout != "[]":
+            break
+        answers.append(run_shell(rest[-1].replace("localhost:8082", hostport),
+                                 make_run_broker, tmp_path))
+    assert answers[-1].stdout == ('[{"topic":"jsontest","key":null,"value":{"foo":"bar"},'
+                                  '"partition":0,"offset":0}]')
+    assert "make run" in README.read_text().split(rest[0].split()[0], 1)[0][-3000:]
+
     # Seed 004's Python code: the README says how to get confluent-kafka (the pinned version).
     snippet = block_with("python", "from confluent_kafka import")
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]["test"]
-    [pin] = [r for r in extras if r.startswith("confluent-kafka==")]
+    [pin] = ["confluent-kafka==" + r.split("==", 1)[1] for r in extras
+             if re.match(r"confluent-kafka(\[[^]]*\])?==", r)]
     assert f"`.venv/bin/pip install {pin}`" in README.read_text()
     script = tmp_path / "seed004.py"
     script.write_text(snippet.replace("localhost:9092", make_run_broker.bootstrap))
