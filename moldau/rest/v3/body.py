@@ -42,6 +42,10 @@ async def read_object(request: web.Request, *, required: bool = True) -> dict[st
     except json.JSONDecodeError as exc:
         raise V3Error(400, 400, f"Unexpected JSON: {exc.msg} (line {exc.lineno} column "
                                 f"{exc.colno})") from None
+    except RecursionError:
+        raise V3Error(400, 400, "Unexpected JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer too long to convert
+        raise V3Error(400, 400, f"Unexpected JSON: {exc}") from None
     if not isinstance(value, dict):
         raise V3Error(400, 400, f"Bad Request: expected a JSON object, got "
                                 f"{type(value).__name__}")

@@ -43,6 +43,15 @@ class BadObject(NamedTuple):
     message: str
 
 
+def _problem(exc: Exception, record: int, start: int) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return (f"Error processing JSON: {exc.msg} (record {record}, character "
+                f"{exc.pos - start + 1})")
+    if isinstance(exc, RecursionError):
+        return f"Error processing JSON: nested too deeply (record {record})"
+    return f"Error processing JSON: {exc} (record {record})"
+
+
 class ObjectSplitter:
     """Feed chunks, get the complete top-level objects found so far (parsed)."""
 
@@ -81,14 +90,15 @@ class ObjectSplitter:
                 break
             try:
                 value, end = _DECODE(text, pos)
-            except json.JSONDecodeError as exc:
+            except (ValueError, RecursionError) as exc:
+                # not valid (or not complete yet); ValueError also for integers too long to
+                # convert, RecursionError for nesting too deep
                 end = self._object_end(text, pos)
                 if end < 0:  # not complete yet
                     if len(text) - pos > self.max_object_chars:
                         self._too_big()
                     break
-                value = BadObject(f"Error processing JSON: {exc.msg} (record "
-                                  f"{self.objects + 1}, character {exc.pos - pos + 1})")
+                value = BadObject(_problem(exc, self.objects + 1, pos))
             if end - pos > self.max_object_chars:
                 self._too_big()
                 break

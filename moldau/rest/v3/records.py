@@ -165,6 +165,8 @@ class _Stream:
             ts = parse_timestamp(req.get("timestamp"))
             future = self.producer.send(self.topic, value.data, key=key.data, headers=headers,
                                         partition=partition, timestamp_ms=ts)
+        except RecursionError:
+            return (body(bad_request("data is nested too deeply.")),)
         except Exception as exc:
             return (body(from_exception(exc)),)
         return future, key.info, value.info

@@ -146,6 +146,21 @@ def test_request_level_errors(rest: RestV3, cid: str) -> None:
     assert reply.status == 200 and reply.json["error_code"] == 200
 
 
+def test_hostile_records_get_errors_and_the_stream_goes_on(rest: RestV3, cid: str) -> None:
+    topic = unique()
+    ok(create(rest, cid, topic), 201)
+    good = json.dumps({"value": {"type": "STRING", "data": "x"}}).encode()
+    deep = b'{"value":{"type":"JSON","data":' + b"[" * 50_000 + b"]" * 50_000 + b"}}"
+    reply = rest.request("POST", f"/v3/clusters/{cid}/topics/{topic}/records",
+                         raw=good + deep + b'{"value": tru}' + good,
+                         headers={"Content-Type": JSON})
+    assert reply.status == 200
+    from .v3_harness import concatenated
+    results = concatenated(reply.text)
+    assert [r["error_code"] for r in results] == [200, 400, 400, 200]
+    assert [r["offset"] for r in results if r["error_code"] == 200] == [0, 1]
+
+
 def test_garbage_after_records_ends_the_stream_with_an_error(rest: RestV3, cid: str) -> None:
     topic = unique()
     ok(create(rest, cid, topic), 201)

@@ -162,6 +162,10 @@ def test_create_bad_requests(rest: RestV3, cid: str) -> None:
     error(rest.request("POST", path, raw=b"", headers={"Content-Type": JSON}), 400, 400)
     error(rest.request("POST", path, raw=b'{"topic_name":"x"}',
                        headers={"Content-Type": "text/plain"}), 415, 415)
+    for hostile in (b'{"topic_name":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+                    b'{"topic_name": "x", "partitions_count": ' + b"9" * 5000 + b"}"):
+        error(rest.request("POST", path, raw=hostile, headers={"Content-Type": JSON}),
+              400, 400)
     # a number given as text is read as Jackson reads it
     ok(create(rest, cid, unique(), partitions_count="2"), 201)
 

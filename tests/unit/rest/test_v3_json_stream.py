@@ -111,3 +111,13 @@ def test_not_utf8() -> None:
     splitter = ObjectSplitter(100)
     assert splitter.feed(b'{"a": "\xff"}') == []
     assert splitter.error is not None and "UTF-8" in str(splitter.error)
+
+
+def test_hostile_json_is_a_bad_object_not_a_crash() -> None:
+    splitter = ObjectSplitter(1 << 20)
+    deep = b'{"a":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    long_int = b'{"a":' + b"9" * 5000 + b"}"
+    found = splitter.feed(deep + long_int + b'{"ok": 1}')
+    assert [type(f).__name__ for f in found] == ["BadObject", "BadObject", "dict"]
+    assert "nested too deeply" in found[0].message
+    assert found[2] == {"ok": 1}
