@@ -16,7 +16,8 @@
 ``POST .../offsets``                                   commit the given offsets (each +1:
                                                        the offset given is the last one
                                                        processed) or, without a body,
-                                                       everything read; answers ``[]``
+                                                       everything read (``?async``: without
+                                                       waiting); answers ``[]``
 ``GET .../offsets``                                    committed offsets of the body's
                                                        ``partitions``
 ``GET .../records?timeout=&max_bytes=``                :mod:`.records`
@@ -246,9 +247,11 @@ async def commit(request: web.Request) -> web.Response:
             metadata = item.get("metadata")
             given[_tp(item)] = OffsetAndMetadata(_offset(item) + 1,
                                                  metadata if isinstance(metadata, str) else "")
+    # ?async=... (any value, as Confluent's) commits everything read without waiting
+    asynchronous = given is None and "async" in request.query
     async with _manager(request).use(*_ids(request)) as instance:
         consumer = await instance.client()
-        await RestContext.kafka(consumer.commit(given))
+        await RestContext.kafka(consumer.commit(given, asynchronous=asynchronous))
     return json_answer(request, [])
 
 

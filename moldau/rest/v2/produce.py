@@ -96,7 +96,7 @@ async def _schema_side(cache: SchemaCache, fmt: str, topic: str, body: dict[str,
     return await cache.side(fmt, topic, is_key, text, schema_id)
 
 
-async def _encode(ctx: RestContext, cache: SchemaCache, fmt: str, topic: str,
+async def _encode(cache: SchemaCache, fmt: str, topic: str,
                   body: dict[str, Any], records: list[dict[str, Any]],
                   partition: int | None) -> tuple[list[Encoded], int | None, int | None]:
     """Every record's (partition, key bytes, value bytes) and the schema ids used."""
@@ -148,12 +148,13 @@ async def produce(request: web.Request, partition: int | None) -> web.Response:
     fmt = produce_format(request)
     body = await read_body(request)
     records = _records(body)
-    info = await ctx.topic(topic, create=True)
-    wanted = {_where(r, partition) for r in records} - {None}
-    if any(p not in info.partitions for p in wanted):
-        raise errors.partition_not_found()
-    encoded, key_id, value_id = await _encode(ctx, state.schemas, fmt, topic, body, records,
+    # As Confluent's: the records are serialized (schemas registered) before the topic is
+    # looked up, so a bad request creates no topic.
+    encoded, key_id, value_id = await _encode(state.schemas, fmt, topic, body, records,
                                               partition)
+    info = await ctx.topic(topic, create=True)
+    if any(p is not None and p not in info.partitions for p, _k, _v in encoded):
+        raise errors.partition_not_found()
     producer = await ctx.producer()
     size = sum(len(k or b"") + len(v or b"") + 64 for _p, k, v in encoded)
     results: list[RecordMetadata | BaseException]
@@ -164,7 +165,7 @@ async def produce(request: web.Request, partition: int | None) -> web.Response:
             await state.budget.release(size)
     else:
         late = KafkaTimeoutError("Failed to allocate memory within the configured max "
-                                       "blocking time (producer buffer.memory is in use)")
+                                 "blocking time (producer buffer.memory is in use)")
         results = [late] * len(encoded)
     answer = {"offsets": [_offset(r) for r in results], "key_schema_id": key_id,
               "value_schema_id": value_id}

@@ -5,6 +5,7 @@ documented error code."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import time
 from collections.abc import Iterator
@@ -66,6 +67,15 @@ def test_commit_and_committed_offsets(broker: InProcessBroker) -> None:
             assert (await client.ok("GET", f"{path}/offsets",
                                     {"partitions": [tp]}))["offsets"][0]["offset"] == 5
             assert (await client.call("GET", f"{path}/offsets")).error() == (404, 40402)
+            # ?async: the commit of everything read is sent without waiting for it
+            await client.ok("POST", f"{path}/offsets", {"offsets": [{**tp, "offset": 0}]})
+            assert await client.ok("POST", f"{path}/offsets?async=true") == []
+            for _ in range(50):
+                found = await client.ok("GET", f"{path}/offsets", {"partitions": [tp]})
+                if found["offsets"][0]["offset"] == 5:
+                    break
+                await asyncio.sleep(0.05)
+            assert found["offsets"][0]["offset"] == 5
             await client.ok("DELETE", path, status=204)
             # a new member of the group starts at the committed offset
             await _produce(client, topic, [b"r5"])
