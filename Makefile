@@ -16,10 +16,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## Start a single-node broker (broker+controller) with embedded defaults:
-## listener PLAINTEXT://localhost:9092, data under ./data, and a schema registry in the same
-## process on http://localhost:8081 (Confluent's API; schemas in the _schemas topic).
+## listener PLAINTEXT://localhost:9092, data under ./data, a schema registry in the same
+## process on http://localhost:8081 (Confluent's API; schemas in the _schemas topic) and a
+## REST Proxy on http://localhost:8082 (Confluent's API v2 and v3).
 run: install
-	$(BIN)/moldau serve --override schema.registry.listeners=http://localhost:8081
+	$(BIN)/moldau serve --override schema.registry.listeners=http://localhost:8081 \
+		--override rest.proxy.listeners=http://localhost:8082
 
 ## Start a local cluster: a ZooKeeper (Debian package `zookeeper`) and BROKERS=3 brokers on
 ## free ports of 127.0.0.1, data under ./dev-cluster; prints the addresses, Ctrl-C stops all.

@@ -8,7 +8,9 @@ marker are written, so the next start skips log recovery.
 
 With ``schema.registry.listeners`` set, a schema registry (:mod:`moldau.registry`) runs in
 the same process and event loop: it starts once the broker serves, stores its schemas in
-``_schemas`` through the broker's first listener, and stops before the broker.
+``_schemas`` through the broker's first listener, and stops before the broker. With
+``rest.proxy.listeners`` set, a REST Proxy (:mod:`moldau.rest`) runs there too, after the
+registry (whose URL it uses for the schema formats), and stops first.
 """
 
 from __future__ import annotations
@@ -63,6 +65,32 @@ async def _start_registry(listeners: str, broker: Any) -> Any:
     return registry
 
 
+def _local_url(url: str) -> str:
+    """A listener URL as a client on this machine reaches it (0.0.0.0 -> 127.0.0.1)."""
+    scheme, _, rest = url.partition("://")
+    host, _, port = rest.rpartition(":")
+    if host in ("", "0.0.0.0", "[::]", "::"):
+        host = "127.0.0.1"
+    return f"{scheme}://{host}:{port}"
+
+
+async def _start_rest_proxy(listeners: str, broker: Any, registry: Any) -> Any:
+    """The in-process REST Proxy, its clients on the broker's own listener."""
+    from ..rest.app import RestProxy
+    from ..rest.config import build_config
+
+    raw = {"listeners": listeners, "bootstrap.servers": _own_address(broker)}
+    if registry is not None:
+        raw["schema.registry.url"] = _local_url(registry.urls()[0])
+    proxy = RestProxy(build_config(raw))
+    try:
+        await proxy.start()
+    except BaseException:
+        await proxy.stop()
+        raise
+    return proxy
+
+
 async def _serve(config: Any) -> int:
     from ..broker.server import Broker
 
@@ -85,8 +113,22 @@ async def _serve(config: Any) -> int:
                       listeners, getattr(exc, "message", None) or exc)
             await broker.stop()
             return 1
+    proxy = None
+    listeners = config["rest.proxy.listeners"]
+    if listeners:
+        try:
+            proxy = await _start_rest_proxy(listeners, broker, registry)
+        except Exception as exc:  # the proxy's own errors name their cause
+            log.error("rest proxy (rest.proxy.listeners=%s) did not start: %s",
+                      listeners, getattr(exc, "message", None) or exc)
+            if registry is not None:
+                await registry.stop()
+            await broker.stop()
+            return 1
     await stop.wait()
     log.info("[MoldauServer id=%s] shutting down", broker.node_id)
+    if proxy is not None:
+        await proxy.stop()
     if registry is not None:
         await registry.stop()
     await broker.stop()
@@ -98,8 +140,9 @@ def run(args: argparse.Namespace) -> int:
     path = args.config_flag or args.config
     try:
         config = load_config(path, args.override)
-        if config["schema.registry.listeners"]:
-            parse_listeners(config["schema.registry.listeners"], "schema.registry.listeners")
+        for key in ("schema.registry.listeners", "rest.proxy.listeners"):
+            if config[key]:
+                parse_listeners(config[key], key)
     except (ConfigError, ListenerError) as exc:
         print(f"moldau serve: {exc}", file=sys.stderr)
         return 2

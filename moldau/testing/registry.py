@@ -7,13 +7,12 @@ picks a free port, which the registry names in its "schema registry ready on URL
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from .runner import BrokerProcess
 
-_READY = re.compile(r"schema registry ready on (http://\S+?)[,\s]")
+REGISTRY_READY = re.compile(r"schema registry ready on (http://\S+?)[,\s]")
 
 
 class RegistryBrokerProcess(BrokerProcess):
@@ -30,19 +29,9 @@ class RegistryBrokerProcess(BrokerProcess):
               ) -> RegistryBrokerProcess:
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         super().start(timeout, extra_args=extra_args)
-        deadline = time.monotonic() + timeout
-        while True:
-            found = _READY.search(self.log_path.read_bytes()[offset:].decode(errors="replace"))
-            if found:
-                self.registry_url = found.group(1)
-                return self
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n"
-                                   f"{self.log_text()[offset:]}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the schema registry did not start within {timeout}s; "
-                                   f"log: {self.log_path}")
-            time.sleep(0.05)
+        self.registry_url = self.wait_for_log(REGISTRY_READY, offset, timeout,
+                                              "the schema registry").group(1)
+        return self
 
     def __enter__(self) -> RegistryBrokerProcess:
         return self.start()

@@ -304,6 +304,13 @@ BROKER_CONFIGS: list[ConfigDef] = [
               "topic through this broker's first listener. `make run` sets "
               "http://localhost:8081. Unset: no registry (run `moldau schema-registry`).",
               nullable=True, kafka="Moldau's own: Kafka has no schema registry"),
+    ConfigDef("rest.proxy.listeners", "string", None,
+              "Set (http://HOST:PORT[,...]) to run a REST Proxy (Confluent's API v2 and v3, "
+              "moldau.rest) in this process, its Kafka clients connected to this broker's "
+              "first listener and its schema.registry.url the in-process registry's when "
+              "schema.registry.listeners is set. `make run` sets http://localhost:8082. "
+              "Unset: no proxy (run `moldau rest-proxy`).",
+              nullable=True, kafka="Moldau's own: Kafka has no REST proxy"),
 ]
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from moldau.testing.registry import RegistryBrokerProcess
+from moldau.testing.rest import PlatformBrokerProcess
 from moldau.testing.runner import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -49,18 +49,21 @@ def block_with(language: str, needle: str) -> str:
 
 @pytest.fixture(scope="module")
 def make_run_broker(tmp_path_factory: pytest.TempPathFactory
-                    ) -> Iterator[RegistryBrokerProcess]:
-    """``make run``'s broker: the embedded server.properties plus the Makefile's
-    ``schema.registry.listeners``, on free ports and a temporary data directory instead of
-    localhost:9092, localhost:8081 and ./data."""
+                    ) -> Iterator[PlatformBrokerProcess]:
+    """``make run``'s broker: the embedded server.properties and make run's overrides (schema
+    registry, REST Proxy), on free ports and a temporary data directory instead of
+    localhost:9092/8081/8082 and ./data."""
     data = tmp_path_factory.mktemp("make-run") / "data"
     text = EMBEDDED.read_text()
     text = re.sub(r"^listeners=.*$", "listeners=PLAINTEXT://127.0.0.1:0", text, flags=re.M)
     text = re.sub(r"^log\.dirs=.*$", f"log.dirs={data}", text, flags=re.M)
+    # make run's overrides, on free ports
     makefile = (ROOT / "Makefile").read_text()
     assert "schema.registry.listeners=http://localhost:8081" in makefile
-    text += "\nschema.registry.listeners=http://127.0.0.1:0\n"
-    broker = RegistryBrokerProcess(data, config_text=text)
+    assert "rest.proxy.listeners=http://localhost:8082" in makefile
+    text += ("\nschema.registry.listeners=http://127.0.0.1:0"
+             "\nrest.proxy.listeners=http://127.0.0.1:0\n")
+    broker = PlatformBrokerProcess(data, config_text=text)
     broker.start()
     yield broker
     broker.stop()
@@ -73,7 +76,7 @@ def run_shell(command: str, broker: BrokerProcess, cwd: Path) -> subprocess.Comp
     if command.startswith("kcat ") and shutil.which("kcat") is None:
         pytest.fail("kcat is not installed (make test installs it)", pytrace=False)
     line = command.replace("localhost:9092", broker.bootstrap)
-    if isinstance(broker, RegistryBrokerProcess):
+    if isinstance(broker, PlatformBrokerProcess):
         line = line.replace("http://localhost:8081", broker.registry_url)
     line = line.replace(".venv/bin/", f"{Path(sys.executable).parent}/")
     done = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=cwd, capture_output=True,
@@ -100,6 +103,22 @@ def test_the_tour_runs_in_order(make_run_broker: BrokerProcess, tmp_path: Path) 
     assert "placeholders" in prose and all(f"`{a}" in prose for a in PLACEHOLDERS), prose
     described = [run_shell(c, make_run_broker, tmp_path) for c in local][-1]
     assert "retention.ms=3600000" in described.stdout
+
+    # Seed 004's REST Proxy commands, against make run's proxy (a read may answer [] while
+    # the instance joins its group: the README says to run it again).
+    rest = commands(block_with("sh", "localhost:8082/topics/jsontest"))
+    hostport = make_run_broker.rest_url.split("://", 1)[1]
+    answers = [run_shell(c.replace("localhost:8082", hostport), make_run_broker, tmp_path)
+               for c in rest]
+    assert '"partition":0,"offset":0' in answers[0].stdout
+    for _ in range(30):
+        if answers[-1].stdout != "[]":
+            break
+        answers.append(run_shell(rest[-1].replace("localhost:8082", hostport),
+                                 make_run_broker, tmp_path))
+    assert answers[-1].stdout == ('[{"topic":"jsontest","key":null,"value":{"foo":"bar"},'
+                                  '"partition":0,"offset":0}]')
+    assert "make run" in README.read_text().split(rest[0].split()[0], 1)[0][-3000:]
 
     # Seed 004's Python code: the README says how to get confluent-kafka (the pinned version).
     snippet = block_with("python", "from confluent_kafka import")
