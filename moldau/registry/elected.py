@@ -1,0 +1,105 @@
+"""The core's primary seam (:class:`~.primary.Primary`) for several registry instances: the
+Kafka-group election (:mod:`.election`) says who the primary is, :mod:`.forwarding` sends
+writes there.
+
+Wiring (what :func:`elected_primary` does for a :class:`~.app.SchemaRegistry` whose HTTP
+listeners are bound): this instance's identity is its first bound listener with ``host.name``
+and ``leader.eligibility``; the group is ``schema.registry.group.id``; the Kafka connection
+uses the store's client settings; a newly elected primary runs the store's ``sync()``
+(read ``_schemas`` to its end) before it acts as primary, so it allocates ids only after
+seeing every id its predecessor wrote. Settings the core does not declare are read with
+Confluent's defaults: ``kafkagroup.session.timeout.ms`` (10000),
+``kafkagroup.heartbeat.interval.ms`` (3000), ``kafkagroup.rebalance.timeout.ms`` (300000),
+``leader.connect.timeout.ms`` / ``leader.read.timeout.ms`` (60000),
+``inter.instance.headers.whitelist`` (none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from . import errors
+from .election import Identity, PrimaryElection
+from .forwarding import OPERATIONS, Forwarder, operation_for
+
+if TYPE_CHECKING:
+    from .app import SchemaRegistry
+
+DEFAULTS: dict[str, Any] = {
+    "kafkagroup.session.timeout.ms": 10000,
+    "kafkagroup.heartbeat.interval.ms": 3000,
+    "kafkagroup.rebalance.timeout.ms": 300000,
+    "leader.connect.timeout.ms": 60000,
+    "leader.read.timeout.ms": 60000,
+    "inter.instance.headers.whitelist": "",
+}
+
+
+class ElectedPrimary:
+    """:class:`~.primary.Primary` backed by an election and a forwarder."""
+
+    def __init__(self, election: PrimaryElection, forwarder: Forwarder) -> None:
+        self.election = election
+        self.forwarder = forwarder
+
+    @property
+    def is_primary(self) -> bool:
+        return self.election.is_primary
+
+    @property
+    def primary_url(self) -> str | None:
+        """The primary's URL while another instance is primary (the seam's meaning)."""
+        return None if self.election.is_primary else self.election.primary_url
+
+    async def forward(self, request: web.Request) -> web.StreamResponse:
+        """The primary's answer (RegistryError 50003/50004 when there is none)."""
+        answer = await self.forwarder.forward(request)
+        if answer is None:
+            # This instance became the primary after the API chose to forward: the client
+            # may retry (rare: a rebalance ended between the two looks).
+            op = OPERATIONS[operation_for(request.method, request.raw_path)]
+            raise errors.unknown_leader(op.unknown_leader)
+        return answer
+
+    async def start(self) -> None:
+        """Join the election; returns once the first election completed."""
+        await self.election.start()
+
+    async def stop(self) -> None:
+        await self.election.stop()
+        await self.forwarder.close()
+
+
+def elected_primary(registry: SchemaRegistry, overrides: Mapping[str, Any] | None = None
+                    ) -> ElectedPrimary:
+    """The ``primary_factory`` of :class:`~.app.SchemaRegistry` for several instances
+    (``overrides``: settings the registry's config does not declare, e.g. shorter
+    ``kafkagroup.*`` timeouts in tests)."""
+    config = registry.config
+    values = {**DEFAULTS, **config.values, **(overrides or {})}
+    identity = Identity.for_listener(registry.urls()[0],
+                                     host_name=values.get("host.name") or None,
+                                     eligible=bool(values["leader.eligibility"]))
+    election = PrimaryElection(
+        config.client, identity, group_id=values["schema.registry.group.id"],
+        catch_up=registry.store.sync,
+        session_timeout_ms=int(values["kafkagroup.session.timeout.ms"]),
+        heartbeat_interval_ms=int(values["kafkagroup.heartbeat.interval.ms"]),
+        rebalance_timeout_ms=int(values["kafkagroup.rebalance.timeout.ms"]),
+        init_timeout_ms=int(values["kafkastore.init.timeout.ms"]))
+    whitelist = str(values["inter.instance.headers.whitelist"])
+    forwarder = Forwarder(
+        election,
+        connect_timeout_ms=int(values["leader.connect.timeout.ms"]),
+        read_timeout_ms=int(values["leader.read.timeout.ms"]),
+        headers_whitelist=[h.strip() for h in whitelist.split(",") if h.strip()])
+    return ElectedPrimary(election, forwarder)
+
+
+def elected_primary_factory(overrides: Mapping[str, Any] | None = None
+                            ) -> Callable[[SchemaRegistry], ElectedPrimary]:
+    """:func:`elected_primary` with ``overrides`` bound, as ``primary_factory``."""
+    return lambda registry: elected_primary(registry, overrides)
