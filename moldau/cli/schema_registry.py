@@ -9,6 +9,11 @@ Any Kafka-compatible cluster works. Settings use Confluent's keys (``listeners``
 ``kafkastore.bootstrap.servers``, ``kafkastore.topic``, ``schema.compatibility.level``, ...;
 see :mod:`moldau.registry.config`); ``--bootstrap-server`` and ``--listeners`` set the first
 two and win over the file. SIGTERM and SIGINT stop it cleanly.
+
+Every instance takes part in the primary election of ``schema.registry.group.id``
+(:mod:`moldau.registry.elected`), as Confluent's do: several instances on one
+``kafkastore.topic`` have one primary that writes and allocates ids, the others forward
+writes to it, and another takes over when it goes.
 """
 
 from __future__ import annotations
@@ -66,8 +71,10 @@ def overrides(args: argparse.Namespace) -> dict[str, str]:
 
 async def _serve(config: object) -> int:
     from ..registry.app import SchemaRegistry
+    from ..registry.elected import elected_primary_factory
 
-    registry = SchemaRegistry(config)  # type: ignore[arg-type]
+    registry = SchemaRegistry(config,  # type: ignore[arg-type]
+                              primary_factory=elected_primary_factory())
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -73,11 +73,14 @@ async def _start_registry(listeners: str, broker: Any) -> Any:
     """The in-process schema registry, started against the broker's own listener."""
     from ..registry.app import SchemaRegistry
     from ..registry.config import build_config
+    from ..registry.elected import elected_primary_factory
 
+    # Elected like a standalone instance: the registries of a cluster's brokers share
+    # _schemas, and only one of them may allocate ids.
     registry = SchemaRegistry(build_config({
         "listeners": listeners,
         "kafkastore.bootstrap.servers": _own_address(broker),
-    }))
+    }), primary_factory=elected_primary_factory())
     await registry.start()
     return registry
 

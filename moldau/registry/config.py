@@ -117,6 +117,19 @@ KEYS: dict[str, Key] = {k.name: k for k in (
         "Protocol secondaries forward writes to the primary with."),
     Key("request.max.bytes", _int(1024), 8 * 1024 * 1024,
         "Largest request body accepted (413 above it)."),
+    Key("kafkagroup.session.timeout.ms", _int(1), 10000,
+        "Session timeout of this instance in the primary election (a killed primary is "
+        "replaced after it)."),
+    Key("kafkagroup.heartbeat.interval.ms", _int(1), 3000,
+        "Heartbeat interval in the primary election."),
+    Key("kafkagroup.rebalance.timeout.ms", _int(1), 300000,
+        "Rebalance timeout in the primary election."),
+    Key("leader.connect.timeout.ms", _int(1), 60000,
+        "Time limit of connecting to the primary when forwarding a write (50003)."),
+    Key("leader.read.timeout.ms", _int(1), 60000,
+        "Time limit of the primary's answer to a forwarded write (50003)."),
+    Key("inter.instance.headers.whitelist", _str, "",
+        "Comma-separated request headers forwarded to the primary besides Confluent's own."),
 )}
 
 #: Confluent keys that configure things moldau does differently; accepted and ignored.
@@ -205,8 +218,9 @@ def keys_table() -> str:
     current: ``python -m moldau.registry.config`` prints it)."""
     lines = ["| Key | Default | Meaning |", "|---|---|---|"]
     for name, default, doc in describe():
-        shown = "(required)" if default is None else ("(this machine's name)" if default == ""
-                                                      else f"`{default}`")
+        shown = "(required)" if default is None else f"`{default}`"
+        if default == "":
+            shown = "(this machine's name)" if name == "host.name" else "(none)"
         if isinstance(default, bool):
             shown = f"`{str(default).lower()}`"
         cell = doc.replace("|", "\\|")

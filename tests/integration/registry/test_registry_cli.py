@@ -15,7 +15,7 @@ from pathlib import Path
 from moldau.testing.processes import child_env, terminate
 from moldau.testing.runner import BrokerProcess, InProcessBroker
 
-LISTENING = re.compile(r"schema registry listening on http://127\.0\.0\.1:(\d+)")
+LISTENING = re.compile(r"schema registry ready on http://127\.0\.0\.1:(\d+)")
 
 
 def _port_from_log(path: Path, start: int, proc: subprocess.Popen[bytes] | None = None,

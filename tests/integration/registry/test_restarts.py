@@ -19,7 +19,7 @@ from moldau.testing.runner import BrokerProcess
 
 from .registry_harness import RunningRegistry
 
-LISTENING = re.compile(r"schema registry listening on http://127\.0\.0\.1:(\d+)")
+LISTENING = re.compile(r"schema registry ready on http://127\.0\.0\.1:(\d+)")
 
 
 def _enum(i: int) -> str:
