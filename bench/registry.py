@@ -244,15 +244,21 @@ def serializer_passes(bootstrap: str, url: str, pid: int, plan: Plan) -> dict[st
 # --- main ---------------------------------------------------------------------------------
 
 def _wait_for_registry(url: str, broker: BenchBroker, timeout_s: float = 60) -> None:
+    """Until a registration goes through: the HTTP listener answers reads before the first
+    primary election has finished, and writes answer 50004 until then. Registers one warm-up
+    schema (id 1)."""
     import urllib.request
 
+    request = urllib.request.Request(
+        url + "/subjects/bench-warmup/versions", method="POST",
+        data=json.dumps({"schema": '"string"'}).encode(), headers={"Content-Type": SR})
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            with urllib.request.urlopen(url + "/subjects", timeout=5) as answer:
+            with urllib.request.urlopen(request, timeout=5) as answer:
                 if answer.status == 200:
                     return
-        except OSError:
+        except OSError:  # refused, or HTTP 500 (urllib's HTTPError is an OSError)
             pass
         if time.monotonic() > deadline or (broker.proc and broker.proc.poll() is not None):
             raise RuntimeError(f"the registry at {url} did not answer; log: {broker.log_path}")
