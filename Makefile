@@ -33,7 +33,8 @@ $(TEST_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@
 
-## Test clients that do not come from PyPI: Debian's kcat and zookeeper, npm's kafkajs.
+## Test clients that do not come from PyPI: Debian's kcat and zookeeper, npm's kafkajs and
+## Confluent's JavaScript schema registry client with its own end-to-end suite.
 test-deps: $(TEST_STAMP)
 	$(BIN)/python -m moldau.testing.install_clients
 

@@ -8,6 +8,7 @@ Write requests go to the primary (:mod:`.primary`): forwarded unchanged by a sec
 
 Routes: ``GET /``; ``GET /schemas``, ``/schemas/types``, ``/schemas/ids/{id}`` (+``/schema``,
 ``/subjects``, ``/versions``); ``GET /subjects``; ``POST|DELETE /subjects/{s}``;
+``GET /subjects/{s}/metadata``;
 ``GET|POST /subjects/{s}/versions``; ``GET|DELETE /subjects/{s}/versions/{v}`` (+``/schema``,
 ``/referencedby``); ``GET|PUT|DELETE /config[/{s}]`` and ``/mode[/{s}]``;
 ``POST /compatibility/subjects/{s}/versions[/{v}]``; ``GET /contexts``.
@@ -146,6 +147,15 @@ async def list_versions(request: web.Request) -> web.Response:
     return json_response(request, _page(request, found))
 
 
+async def latest_with_metadata(request: web.Request) -> web.Response:
+    """``key`` and ``value`` come in pairs, as Confluent pairs them (extra ones ignored)."""
+    wanted = dict(zip(request.query.getall("key", []), request.query.getall("value", []),
+                      strict=False))
+    answer = await _service(request).latest_with_metadata(
+        _subject(request), wanted, deleted=query_bool(request, "deleted"), fmt=_fmt(request))
+    return json_response(request, answer)
+
+
 @write
 async def register(request: web.Request) -> web.Response:
     schema = parse_schema_request(await read_json(request))
@@ -256,6 +266,7 @@ def add_routes(app: web.Application, service: RegistryService, primary: Primary)
     r.add_get("/subjects", list_subjects)
     r.add_post("/subjects/{subject}", lookup)
     r.add_delete("/subjects/{subject}", delete_subject)
+    r.add_get("/subjects/{subject}/metadata", latest_with_metadata)
     r.add_get("/subjects/{subject}/versions", list_versions)
     r.add_post("/subjects/{subject}/versions", register)
     r.add_get("/subjects/{subject}/versions/{version}", get_version)

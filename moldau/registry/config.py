@@ -222,8 +222,9 @@ def keys_table() -> str:
     current: ``python -m moldau.registry.config`` prints it)."""
     lines = ["| Key | Default | Meaning |", "|---|---|---|"]
     for name, default, doc in describe():
-        shown = "(required)" if default is None else ("(this machine's name)" if default == ""
-                                                      else f"`{default}`")
+        shown = "(required)" if default is None else f"`{default}`"
+        if default == "":
+            shown = "(this machine's name)" if name == "host.name" else "(none)"
         if isinstance(default, bool):
             shown = f"`{str(default).lower()}`"
         cell = doc.replace("|", "\\|")

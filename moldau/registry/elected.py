@@ -25,6 +25,11 @@ from .forwarding import Forwarder
 if TYPE_CHECKING:
     from .app import SchemaRegistry
 
+#: How long start() waits for the first primary after the first election (its catch-up is
+#: one read of ``_schemas`` to its end: milliseconds).
+READY_WAIT_S = 10.0
+
+
 class ElectedPrimary:
     """:class:`~.primary.Primary` backed by an election and a forwarder."""
 
@@ -47,8 +52,13 @@ class ElectedPrimary:
         return await self.forwarder.forward(request)
 
     async def start(self) -> None:
-        """Join the election; returns once the first election completed."""
+        """Join the election; returns once the first election completed and the primary is
+        known (a newly elected primary has read ``_schemas`` to its end: without this wait
+        the registry said "ready" and answered a first write with 50004). A primary still
+        unknown after :data:`READY_WAIT_S` (no eligible instance) is no error: writes answer
+        50004 until there is one."""
         await self.election.start()
+        await self.election.wait_for_primary(READY_WAIT_S)
 
     async def stop(self) -> None:
         await self.election.stop()

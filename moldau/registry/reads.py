@@ -102,6 +102,21 @@ class RegistryReads(RegistryCore):
                 return schema_entity(value, self._format(value, fmt))
         raise errors.schema_not_found()
 
+    async def latest_with_metadata(self, subject_text: str, wanted: dict[str, str], *,
+                                   deleted: bool = False, fmt: str = "") -> dict[str, Any]:
+        """``GET /subjects/{subject}/metadata?key=K&value=V...``: the latest version whose
+        metadata properties hold every pair asked for (40401 subject, 40403 none)."""
+        subject = normalize_subject(subject_text)
+        await self.store.sync()
+        for value in reversed(self.state.versions(subject, deleted=deleted)):
+            properties = (value.metadata or {}).get("properties")
+            if isinstance(properties, dict) and all(
+                    properties.get(k) == v for k, v in wanted.items()):
+                return schema_entity(value, self._format(value, fmt))
+        if not self.state.has_subject(subject, deleted=deleted):
+            raise errors.subject_not_found(subject)
+        raise errors.schema_not_found()
+
     # --- by id -----------------------------------------------------------------------------
 
     def _by_id(self, schema_id: int) -> SchemaValue:

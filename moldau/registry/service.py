@@ -48,6 +48,7 @@ from .requests import (
     is_default_context,
     normalize_subject,
     parse_version,
+    schema_entity,
 )
 from .state import content_key, value_content
 
@@ -56,6 +57,14 @@ log = logging.getLogger("moldau.registry")
 Records = list[tuple[RecordKey, RecordValue | None]]
 
 __all__ = ["MODES", "RegistryService", "Settings"]
+
+
+def registered(value: SchemaValue) -> dict[str, Any]:
+    """The answer to a registration: the Schema entity without its subject (Confluent's
+    clients read ``id``; newer ones, as the JavaScript client, read ``version`` too)."""
+    entity = schema_entity(value)
+    del entity["subject"]
+    return entity
 
 
 class RegistryService(RegistryReads):
@@ -69,7 +78,9 @@ class RegistryService(RegistryReads):
 
     async def register(self, subject_text: str, request: SchemaRequest, *,
                        normalize: bool = False, force: bool = False) -> dict[str, Any]:
-        """``POST /subjects/{subject}/versions``: ``{"id": N}``."""
+        """``POST /subjects/{subject}/versions``: the registered version as Confluent's
+        RegisterSchemaResponse (id, version, schemaType unless AVRO, references when any,
+        metadata, ruleSet, schema): the new version, or the one already holding it."""
         subject = check_subject(subject_text)
         async with self._lock:
             await self.store.sync()
@@ -130,7 +141,7 @@ class RegistryService(RegistryReads):
             for value in reversed(live):
                 if schema_id in (-1, value.id) and (
                         value.id == known or self._same(parsed, references, value)):
-                    return {"id": value.id}
+                    return registered(value)
         # 2. a new version: compatible, with its version and id
         if not importing and not force:
             messages = self._compatibility(subject, parsed, live,
@@ -150,15 +161,15 @@ class RegistryService(RegistryReads):
             (SchemaKey(subject, old.version), None) for old in everything
             if old.deleted and old.id == schema_id and old.version < version
             and not self.state.referencing(subject, old.version, deleted=True)]
-        records.append((SchemaKey(subject, version), SchemaValue(
-            subject, version, schema_id, text, request.schema_type, references,
-            request.metadata, request.rule_set)))
+        new = SchemaValue(subject, version, schema_id, text, request.schema_type, references,
+                          request.metadata, request.rule_set)
+        records.append((SchemaKey(subject, version), new))
         applied = await self.store.write(records)
         if not applied[-1]:
             raise errors.store_error(f"schema id {schema_id} was taken by another schema "
                                      "while this one was written; register it again")
         log.info("registered %s version %d with id %d", subject, version, schema_id)
-        return {"id": schema_id}
+        return registered(new)
 
     # --- deletes ---------------------------------------------------------------------------
 

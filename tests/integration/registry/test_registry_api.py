@@ -54,10 +54,10 @@ def test_every_endpoint(reg: RunningRegistry) -> None:
     s = unique("user-value")
     assert ok(reg, "GET", "/") == {}
     assert ok(reg, "GET", "/schemas/types") == ["AVRO", "JSON", "PROTOBUF"]
-    assert ok(reg, "POST", f"/subjects/{s}/versions", {"schema": V1}) == {"id": 1}
+    assert ok(reg, "POST", f"/subjects/{s}/versions", {"schema": V1})["id"] == 1
     assert ok(reg, "POST", f"/subjects/{s}/versions?normalize=False",
-              {"schema": V1, "schemaType": "AVRO", "references": []}) == {"id": 1}
-    assert ok(reg, "POST", f"/subjects/{s}/versions", {"schema": V2}) == {"id": 2}
+              {"schema": V1, "schemaType": "AVRO", "references": []})["id"] == 1
+    assert ok(reg, "POST", f"/subjects/{s}/versions", {"schema": V2})["id"] == 2
     assert ok(reg, "GET", "/subjects") == [s]
     assert ok(reg, "GET", f"/subjects?subjectPrefix={s[:6]}") == [s]
     assert ok(reg, "GET", f"/subjects/{s}/versions") == [1, 2]
@@ -162,7 +162,7 @@ def test_content_types(reg: RunningRegistry, ctype: str | None) -> None:
     headers = {"Content-Type": ctype} if ctype else {}
     status, _, answer = reg.request("POST", f"/subjects/{s}/versions",
                                     raw=json.dumps({"schema": V1}).encode(), headers=headers)
-    assert (status, answer) == (200, {"id": 1})
+    assert (status, answer["id"]) == (200, 1)
     for accept, answered in [("application/json", "application/json"),
                              ("application/vnd.schemaregistry+json",
                               "application/vnd.schemaregistry+json"),
@@ -207,4 +207,4 @@ def test_state_survives_a_restart_and_other_instances_read_it(broker: InProcessB
     with RunningRegistry(broker.bootstrap, kafkastore_topic=topic) as again:
         assert [ok(again, "GET", f"/subjects/s{i}/versions/1")["id"]  # type: ignore[index]
                 for i in range(5)] == [i["id"] for i in ids]  # type: ignore[index]
-        assert ok(again, "POST", "/subjects/new/versions", {"schema": '"bytes"'}) == {"id": 7}
+        assert ok(again, "POST", "/subjects/new/versions", {"schema": '"bytes"'})["id"] == 7
