@@ -60,10 +60,14 @@ __all__ = ["MODES", "RegistryService", "Settings"]
 
 
 def registered(value: SchemaValue) -> dict[str, Any]:
-    """The answer to a registration: the Schema entity without its subject (Confluent's
-    clients read ``id``; newer ones, as the JavaScript client, read ``version`` too)."""
+    """The answer to a registration: the Schema entity without its subject and its text
+    (Confluent's clients read ``id``; newer ones, as the JavaScript client, read ``version``
+    too). The text stays out: confluent-kafka caches a schema text it finds in this answer
+    under the id, and its Protobuf deserializer then gets ``.proto`` text where it asked for
+    the base64 descriptor (``format=serialized``); without one it caches what it sent."""
     entity = schema_entity(value)
     del entity["subject"]
+    entity.pop("schema", None)
     return entity
 
 
@@ -80,7 +84,8 @@ class RegistryService(RegistryReads):
                        normalize: bool = False, force: bool = False) -> dict[str, Any]:
         """``POST /subjects/{subject}/versions``: the registered version as Confluent's
         RegisterSchemaResponse (id, version, schemaType unless AVRO, references when any,
-        metadata, ruleSet, schema): the new version, or the one already holding it."""
+        metadata, ruleSet; see :func:`registered`): the new version, or the one already
+        holding it."""
         subject = check_subject(subject_text)
         async with self._lock:
             await self.store.sync()

@@ -57,7 +57,7 @@ def test_standalone_registry_serves_and_restarts(tmp_path: Path) -> None:
         try:
             port = _port_from_log(log, 0, proc)
             assert _http(port, "POST", "/subjects/a/versions", {"schema": '"string"'}) == {
-                "version": 1, "id": 1, "schema": '"string"'}
+                "version": 1, "id": 1}
         finally:
             assert terminate(proc, 30) == 0
         start = len(log.read_text())
@@ -67,7 +67,7 @@ def test_standalone_registry_serves_and_restarts(tmp_path: Path) -> None:
             assert _http(port, "GET", "/subjects/a/versions/1") == {
                 "subject": "a", "version": 1, "id": 1, "schema": '"string"'}
             assert _http(port, "POST", "/subjects/b/versions", {"schema": '"int"'}) == {
-                "version": 1, "id": 2, "schema": '"int"'}
+                "version": 1, "id": 2}
         finally:
             assert terminate(proc, 30) == 0
 
@@ -96,7 +96,7 @@ def test_serve_runs_a_registry_in_process(tmp_path: Path) -> None:
         port = _port_from_log(broker.log_path, 0)
         assert _http(port, "GET", "/") == {}
         assert _http(port, "POST", "/subjects/t-value/versions", {"schema": '"long"'}) == {
-            "version": 1, "id": 1, "schema": '"long"'}
+            "version": 1, "id": 1}
         assert broker.stop() == 0
         start = len(broker.log_text())
         broker.start()
