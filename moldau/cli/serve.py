@@ -83,11 +83,7 @@ async def _start_rest_proxy(listeners: str, broker: Any, registry: Any) -> Any:
     if registry is not None:
         raw["schema.registry.url"] = _local_url(registry.urls()[0])
     proxy = RestProxy(build_config(raw))
-    try:
-        await proxy.start()
-    except BaseException:
-        await proxy.stop()
-        raise
+    await proxy.start()
     return proxy
 
 

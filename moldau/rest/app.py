@@ -71,13 +71,18 @@ class RestProxy:
 
     async def start(self) -> None:
         """Bind the listeners and start the context's background work (consumer instance
-        expiry). OSError naming the listener when one cannot be bound."""
-        await self.http.start()
-        for listener, port in self.http.bound:
-            self.ctx.bound_ports.setdefault(listener.scheme, port)
-        for starter in self.ctx.starters:
-            await starter()
-        await self.ctx.warm_up()
+        expiry). OSError naming the listener when one cannot be bound; nothing stays running
+        then."""
+        try:
+            await self.http.start()
+            for listener, port in self.http.bound:
+                self.ctx.bound_ports.setdefault(listener.scheme, port)
+            for starter in self.ctx.starters:
+                await starter()
+            await self.ctx.warm_up()
+        except BaseException:
+            await self.stop()
+            raise
         log.info("rest proxy ready on %s (Kafka %s)", ", ".join(self.http.urls()),
                  self.config["bootstrap.servers"])
 
