@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,12 @@ from typing import Any
 from moldau.client.config import COMMON as CLIENT_KEYS
 from moldau.client.config import parse_servers
 from moldau.client.errors import ConfigError
-from moldau.http import ListenerError, parse_listeners
-from moldau.protocol import properties
+
+from .config_keys import Key, describe_keys, read_settings
+from .config_keys import boolean as _bool
+from .config_keys import integer as _int
+from .config_keys import listeners as _listeners
+from .config_keys import text as _str
 
 log = logging.getLogger("moldau.registry")
 
@@ -32,43 +36,11 @@ LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSIT
           "FULL", "FULL_TRANSITIVE")
 
 
-def _int(low: int) -> Callable[[str, str], int]:
-    def parse(key: str, value: str) -> int:
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            raise ConfigError(f"{key} must be an integer, not {value!r}") from None
-        if number < low:
-            raise ConfigError(f"{key} must be at least {low}, not {number}")
-        return number
-
-    return parse
-
-
-def _bool(key: str, value: str) -> bool:
-    text = str(value).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise ConfigError(f"{key} must be true or false, not {value!r}")
-
-
-def _str(key: str, value: str) -> str:
-    return str(value).strip()
-
-
 def _level(key: str, value: str) -> str:
     level = str(value).strip().upper()
     if level not in LEVELS:
         raise ConfigError(f"{key} must be one of {', '.join(LEVELS).lower()}, not {value!r}")
     return level
-
-
-def _listeners(key: str, value: str) -> str:
-    try:
-        parse_listeners(value, key)
-    except ListenerError as exc:
-        raise ConfigError(str(exc)) from None
-    return str(value).strip()
 
 
 def _servers(key: str, value: str) -> str:
@@ -81,14 +53,6 @@ def _protocol(key: str, value: str) -> str:
     if text != "http":
         raise ConfigError(f"{key}={value!r}: only http is supported")
     return text
-
-
-@dataclass(frozen=True)
-class Key:
-    name: str
-    parse: Callable[[str, str], Any]
-    default: Any
-    doc: str
 
 
 KEYS: dict[str, Key] = {k.name: k for k in (
@@ -198,23 +162,12 @@ def build_config(raw: Mapping[str, str]) -> RegistryConfig:
 def load_config(path: str | Path | None = None,
                 overrides: Mapping[str, str] | None = None) -> RegistryConfig:
     """Settings from a properties file (optional) with ``overrides`` applied."""
-    raw: dict[str, str] = {}
-    if path is not None:
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-        try:
-            raw.update(properties.parse(text))
-        except properties.PropertiesError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-    raw.update(overrides or {})
-    return build_config(raw)
+    return build_config(read_settings(path, overrides))
 
 
 def describe() -> list[tuple[str, Any, str]]:
     """(key, default, doc) of every key, for help output and docs."""
-    return [(k.name, k.default, k.doc) for k in KEYS.values()]
+    return describe_keys(KEYS.values())
 
 
 def keys_table() -> str:

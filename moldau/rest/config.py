@@ -16,7 +16,7 @@ SASL yet).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,45 +24,15 @@ from typing import Any
 from moldau.client.config import KINDS, parse_config
 from moldau.client.config import parse_servers as _parse_servers
 from moldau.client.errors import ConfigError
-from moldau.http import ListenerError, parse_listeners
-from moldau.protocol import properties
+from moldau.registry.config_keys import Key, describe_keys, read_settings
+from moldau.registry.config_keys import boolean as _bool
+from moldau.registry.config_keys import integer as _int
+from moldau.registry.config_keys import listeners as _listeners
+from moldau.registry.config_keys import text as _str
 
 log = logging.getLogger("moldau.rest")
 
 DEFAULT_LISTENERS = "http://0.0.0.0:8082"
-
-
-def _int(low: int, high: int | None = None) -> Callable[[str, str], int]:
-    def parse(key: str, value: str) -> int:
-        try:
-            number = int(str(value).strip())
-        except ValueError:
-            raise ConfigError(f"{key} must be an integer, not {value!r}") from None
-        if number < low or (high is not None and number > high):
-            bounds = f"at least {low}" if high is None else f"between {low} and {high}"
-            raise ConfigError(f"{key} must be {bounds}, not {number}")
-        return number
-
-    return parse
-
-
-def _bool(key: str, value: str) -> bool:
-    text = str(value).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise ConfigError(f"{key} must be true or false, not {value!r}")
-
-
-def _str(key: str, value: str) -> str:
-    return str(value).strip()
-
-
-def _listeners(key: str, value: str) -> str:
-    try:
-        parse_listeners(value, key)
-    except ListenerError as exc:
-        raise ConfigError(str(exc)) from None
-    return str(value).strip()
 
 
 def _advertised(key: str, value: str) -> str:
@@ -76,17 +46,6 @@ def _servers(key: str, value: str) -> str:
     entries = [item.strip().split("://", 1)[-1] for item in text.split(",") if item.strip()]
     _parse_servers(key, entries)
     return ",".join(entries)
-
-
-@dataclass(frozen=True)
-class Key:
-    """One proxy setting: name, parser, default, meaning and the Confluent key it mirrors."""
-
-    name: str
-    parse: Callable[[str, str], Any]
-    default: Any
-    doc: str
-    confluent: str = "same key"
 
 
 KEYS: dict[str, Key] = {k.name: k for k in (
@@ -203,23 +162,12 @@ def build_config(raw: Mapping[str, str]) -> RestConfig:
 def load_config(path: str | Path | None = None,
                 overrides: Mapping[str, str] | None = None) -> RestConfig:
     """Settings from a properties file (optional) with ``overrides`` applied."""
-    raw: dict[str, str] = {}
-    if path is not None:
-        try:
-            text = Path(path).read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-        try:
-            raw.update(properties.parse(text))
-        except properties.PropertiesError as exc:
-            raise ConfigError(f"{path}: {exc}") from None
-    raw.update(overrides or {})
-    return build_config(raw)
+    return build_config(read_settings(path, overrides))
 
 
 def describe() -> list[tuple[str, Any, str]]:
     """(key, default, doc) of every key, for help output and docs."""
-    return [(k.name, k.default, k.doc) for k in KEYS.values()]
+    return describe_keys(KEYS.values())
 
 
 def keys_table() -> str:
