@@ -38,7 +38,7 @@ from moldau.registry.schemas.avro_model import (
     normalize_tree,
     to_json,
 )
-from moldau.registry.schemas.base import InvalidSchemaError, ParsedSchema
+from moldau.registry.schemas.base import BaseSchema, InvalidSchemaError
 
 _SCHEMA_RESERVED = frozenset(
     ("doc", "fields", "items", "name", "namespace", "size", "symbols", "values", "type", "aliases")
@@ -247,8 +247,10 @@ def _valid_default(node: Node, value: Any) -> bool:
     return False
 
 
-class AvroSchema:
-    """A parsed Avro schema (implements ``ParsedSchema``)."""
+class AvroSchema(BaseSchema):
+    """A parsed Avro schema. Canonical: Avro Java's ``Schema.toString`` of the parsed schema,
+    references by name; normalized: Confluent's normalized form (sorted properties and
+    aliases); no serialized form."""
 
     schema_type = "AVRO"
 
@@ -264,22 +266,6 @@ class AvroSchema:
             self.root = normalized_root
             self._canonical = self._normalized
 
-    def canonical(self) -> str:
-        """Avro Java's ``Schema.toString`` of the parsed schema, references by name."""
-        return self._canonical
-
-    def normalized(self) -> str:
-        """Confluent's normalized form (sorted properties and aliases)."""
-        return self._normalized
-
-    def identity(self) -> str:
-        """The canonical text: Confluent reuses an id for the same canonical string."""
-        return self._canonical
-
-    def serialized(self) -> str:
-        """Avro has no serialized form: the canonical text."""
-        return self._canonical
-
     def formatted(self, fmt: str) -> str:
         """``default`` (or empty): canonical; ``resolved``: the references written inline.
         Other formats answer the canonical text, as Confluent does for forward compatibility."""
@@ -287,15 +273,11 @@ class AvroSchema:
             return to_json(self.root, set(), None)
         return self._canonical
 
-    def backward_messages(
-        self, previous: ParsedSchema, *, reader: str = "new", writer: str = "old"
-    ) -> list[str]:
+    def _backward(self, previous: AvroSchema, reader: str, writer: str) -> list[str]:
         """Avro schema resolution with this schema as the reader and ``previous`` as the
         writer (Avro Java's ``SchemaCompatibility``, Confluent's messages)."""
         from moldau.registry.schemas.avro_compatibility import reader_writer_messages
 
-        if not isinstance(previous, AvroSchema):
-            return ["Incompatible because of different schema type"]
         return reader_writer_messages(self.root, previous.root, reader=reader, writer=writer)
 
     def __repr__(self) -> str:

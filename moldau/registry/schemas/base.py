@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
@@ -80,6 +80,49 @@ class ParsedSchema(Protocol):
         (Confluent's "new"/"old"). ``moldau.registry.compatibility`` builds the levels on this:
         FORWARD is ``previous.backward_messages(new, reader="old", writer="new")``."""
         ...
+
+
+class BaseSchema:
+    """What the schema types share (each implements ``ParsedSchema`` on it): the canonical
+    and the normalized text, set by the subclass; the canonical text is the identity and,
+    unless the type has others, the answer of every format. Two schemas of different types
+    are never compatible; between two of the same type the type's own rules decide
+    (:meth:`_backward`)."""
+
+    schema_type: str
+    _canonical: str
+    _normalized: str
+
+    def canonical(self) -> str:
+        return self._canonical
+
+    def normalized(self) -> str:
+        return self._normalized
+
+    def identity(self) -> str:
+        """The canonical text: Confluent reuses an id for the same canonical string."""
+        return self._canonical
+
+    def serialized(self) -> str:
+        """The canonical text where the type has no serialized form."""
+        return self._canonical
+
+    def formatted(self, fmt: str) -> str:
+        """The canonical text, whatever the format, as Confluent answers formats a type does
+        not have."""
+        return self._canonical
+
+    def backward_messages(
+        self, previous: ParsedSchema, *, reader: str = "new", writer: str = "old"
+    ) -> list[str]:
+        """As :meth:`ParsedSchema.backward_messages`."""
+        if not isinstance(previous, type(self)):
+            return ["Incompatible because of different schema type"]
+        return self._backward(previous, reader, writer)
+
+    def _backward(self, previous: Any, reader: str, writer: str) -> list[str]:
+        """Why this schema cannot read data written with ``previous`` (of this type)."""
+        raise NotImplementedError
 
 
 def fill_labels(template: str, reader: str, writer: str) -> str:

@@ -19,7 +19,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema import validators
 
-from moldau.registry.schemas.base import InvalidSchemaError, ParsedSchema
+from moldau.registry.schemas.base import BaseSchema, InvalidSchemaError
 
 if TYPE_CHECKING:
     from referencing._core import Resolver
@@ -126,8 +126,10 @@ def _check_refs(schema: Any, resolver: Resolver, what: str) -> None:
             raise InvalidSchemaError(f"Invalid {what}: cannot resolve $ref {ref!r}") from exc
 
 
-class JsonSchema:
-    """A parsed JSON Schema (implements ``ParsedSchema``)."""
+class JsonSchema(BaseSchema):
+    """A parsed JSON Schema. Canonical: compact JSON in the document's key order;
+    normalized: compact JSON with the keys of every object sorted; no serialized form and no
+    formats (Confluent's JSON Schema has none)."""
 
     schema_type = "JSON"
 
@@ -138,35 +140,11 @@ class JsonSchema:
         self._canonical = _dump(schema, sort_keys=normalize)
         self._normalized = _dump(schema, sort_keys=True)
 
-    def canonical(self) -> str:
-        """Compact JSON in the document's key order."""
-        return self._canonical
-
-    def normalized(self) -> str:
-        """Compact JSON with the keys of every object sorted."""
-        return self._normalized
-
-    def identity(self) -> str:
-        """The canonical text."""
-        return self._canonical
-
-    def serialized(self) -> str:
-        """JSON Schema has no serialized form: the canonical text."""
-        return self._canonical
-
-    def formatted(self, fmt: str) -> str:
-        """Every format answers the canonical text (Confluent's JSON Schema has none)."""
-        return self._canonical
-
-    def backward_messages(
-        self, previous: ParsedSchema, *, reader: str = "new", writer: str = "old"
-    ) -> list[str]:
+    def _backward(self, previous: JsonSchema, reader: str, writer: str) -> list[str]:
         """Confluent's JSON Schema rules with ``previous`` as the original and this schema as
         the update."""
         from moldau.registry.schemas.json_schema_compatibility import diff_messages
 
-        if not isinstance(previous, JsonSchema):
-            return ["Incompatible because of different schema type"]
         return diff_messages(previous, self, reader=reader, writer=writer)
 
     def __repr__(self) -> str:

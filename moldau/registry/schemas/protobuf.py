@@ -38,7 +38,7 @@ from google.protobuf import descriptor_pb2, unknown_fields
 from google.protobuf.message import DecodeError
 from grpc_tools import _protoc_compiler, protoc
 
-from moldau.registry.schemas.base import InvalidSchemaError, ParsedSchema
+from moldau.registry.schemas.base import BaseSchema, InvalidSchemaError
 from moldau.registry.schemas.protobuf_printer import print_file
 
 MAIN_FILE = "default"  # Confluent's name of a schema's own file
@@ -219,8 +219,10 @@ def _protoc_message(exc: Exception, work: str) -> str:
     return "Invalid Protobuf schema: " + ("; ".join(lines) or str(exc))
 
 
-class ProtobufSchema:
-    """A parsed Protobuf schema (implements ``ParsedSchema``)."""
+class ProtobufSchema(BaseSchema):
+    """A parsed Protobuf schema. Canonical: the ``.proto`` text printed from the compiled
+    descriptor, the same for the ``.proto`` and the base64 form; normalized: the text in
+    Confluent's normalized order (fields by number, sorted imports...)."""
 
     schema_type = "PROTOBUF"
 
@@ -239,18 +241,6 @@ class ProtobufSchema:
         self.files = compile_proto(self._canonical, reference_texts)
         self.descriptor = self.files[MAIN_FILE]
 
-    def canonical(self) -> str:
-        """The ``.proto`` text printed from the compiled descriptor."""
-        return self._canonical
-
-    def normalized(self) -> str:
-        """The text in Confluent's normalized order (fields by number, sorted imports...)."""
-        return self._normalized
-
-    def identity(self) -> str:
-        """The canonical text: the same for the ``.proto`` and the base64 form."""
-        return self._canonical
-
     def serialized(self) -> str:
         """Base64 FileDescriptorProto of the canonical text (``format=serialized``)."""
         return base64.b64encode(self.descriptor.SerializeToString()).decode("ascii")
@@ -261,15 +251,11 @@ class ProtobufSchema:
             return self.serialized()
         return self._canonical
 
-    def backward_messages(
-        self, previous: ParsedSchema, *, reader: str = "new", writer: str = "old"
-    ) -> list[str]:
+    def _backward(self, previous: ProtobufSchema, reader: str, writer: str) -> list[str]:
         """Confluent's Protobuf rules with ``previous`` as the original and this schema as
         the update."""
         from moldau.registry.schemas.protobuf_compatibility import diff_messages
 
-        if not isinstance(previous, ProtobufSchema):
-            return ["Incompatible because of different schema type"]
         return diff_messages(previous, self, reader=reader, writer=writer)
 
     def __repr__(self) -> str:
