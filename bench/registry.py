@@ -45,10 +45,10 @@ from typing import Any
 
 from moldau.testing.peers import free_port
 
-from .brokers import BenchBroker, create_topic, pin_self, start_broker
+from .brokers import BenchBroker, create_topic, servers_on, start_broker
+from .common import write_result
 from .proc import cpu_seconds
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BROKER_CPU = 1
 CLIENT_CPU = 0
 SR = "application/vnd.schemaregistry.v1+json"
@@ -267,14 +267,9 @@ def _wait_for_registry(url: str, broker: BenchBroker, timeout_s: float = 60) -> 
 
 def run(plan: Plan, workdir: Path) -> dict[str, Any]:
     url = f"http://127.0.0.1:{free_port()}"
-    if plan.pin:
-        pin_self({BROKER_CPU})
-    try:
+    with servers_on({BROKER_CPU}, {CLIENT_CPU}, pin=plan.pin):
         broker = start_broker("moldau", None, workdir=workdir / "broker",
                               settings={"schema.registry.listeners": url})
-    finally:
-        if plan.pin:
-            pin_self({CLIENT_CPU})
     try:
         _wait_for_registry(url, broker)
         registry = registry_passes(url, broker.pid, plan)
@@ -335,10 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="moldau-bench-registry-"))
     result = run(plan, workdir)
     _print(result)
-    out = args.out or RESULTS / f"registry-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out}")
+    write_result(result, args.out, "registry")
     return 0
 
 

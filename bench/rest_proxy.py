@@ -46,9 +46,9 @@ from moldau.client import Consumer, Producer, TopicPartition
 from moldau.testing.processes import child_env, free_port, terminate
 
 from .brokers import BenchBroker, create_topic, start_broker
+from .common import write_result
 from .proc import cpu_seconds
 
-RESULTS = Path(__file__).resolve().parent / "results"
 V2_JSON = "application/vnd.kafka.json.v2+json"
 V2 = "application/vnd.kafka.v2+json"
 PHASES = ("direct_produce", "v2_produce", "v3_stream_produce", "v2_consume", "direct_consume")
@@ -375,10 +375,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="moldau-bench-rest-"))
     result = run(plan, workdir)
     _print(result)
-    out = args.out or RESULTS / f"rest_proxy-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out}")
+    write_result(result, args.out, "rest_proxy")
     return 0
 
 
