@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from moldau.http import HttpError
+from moldau.http import HttpError, parse_json
 from moldau.http.content import negotiate, parse_accept
 from moldau.http.errors import MEDIA_TYPE_KEY, Handler
 
@@ -121,17 +121,7 @@ async def read_body(request: web.Request, *, consumes: Collection[str] = V2_CONS
         if optional:
             return None
         raise HttpError(400, 400, "No content to map due to end-of-input")
-    try:
-        return json.loads(body)
-    except UnicodeDecodeError as exc:
-        raise HttpError(400, 400, f"Request body is not UTF-8 text: {exc.reason}") from None
-    except json.JSONDecodeError as exc:
-        raise HttpError(400, 400, f"Unexpected JSON: {exc.msg} (line {exc.lineno} column "
-                                  f"{exc.colno})") from None
-    except RecursionError:
-        raise HttpError(400, 400, "Unexpected JSON: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer of more digits than Python converts
-        raise HttpError(400, 400, f"Unexpected JSON: {exc}") from None
+    return parse_json(body)
 
 
 def json_answer(request: web.Request, data: Any, status: int = 200,

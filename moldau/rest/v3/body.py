@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from moldau.http import OCTET_STREAM
+from moldau.http import OCTET_STREAM, parse_json
 
 from .errors import JSON, V3Error
 
@@ -35,17 +35,7 @@ async def read_object(request: web.Request, *, required: bool = True) -> dict[st
         if required:
             raise V3Error(400, 400, "Bad Request: Request body is empty. Data is required.")
         return {}
-    try:
-        value = json.loads(raw)
-    except UnicodeDecodeError as exc:
-        raise V3Error(400, 400, f"Request body is not UTF-8 text: {exc.reason}") from None
-    except json.JSONDecodeError as exc:
-        raise V3Error(400, 400, f"Unexpected JSON: {exc.msg} (line {exc.lineno} column "
-                                f"{exc.colno})") from None
-    except RecursionError:
-        raise V3Error(400, 400, "Unexpected JSON: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer too long to convert
-        raise V3Error(400, 400, f"Unexpected JSON: {exc}") from None
+    value = parse_json(raw, V3Error)
     if not isinstance(value, dict):
         raise V3Error(400, 400, f"Bad Request: expected a JSON object, got "
                                 f"{type(value).__name__}")
