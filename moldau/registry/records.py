@@ -218,17 +218,25 @@ def references_from_json(raw: Any, what: str = "references") -> tuple[Reference,
     return tuple(refs)
 
 
+def schema_extras_to_json(value: SchemaValue) -> dict[str, Any]:
+    """The fields of Confluent's Schema entity that only a schema with them has: references
+    (when any), metadata and ruleSet (when set), in this order."""
+    extras: dict[str, Any] = {}
+    if value.references:
+        extras["references"] = _references_to_json(value.references)
+    if value.metadata is not None:
+        extras["metadata"] = value.metadata
+    if value.rule_set is not None:
+        extras["ruleSet"] = value.rule_set
+    return extras
+
+
 def schema_value_to_json(value: SchemaValue) -> dict[str, Any]:
     """The SCHEMA value object (also the shape of Confluent's Schema entity)."""
     obj: dict[str, Any] = {"subject": value.subject, "version": value.version, "id": value.id}
     if value.schema_type != "AVRO":
         obj["schemaType"] = value.schema_type
-    if value.references:
-        obj["references"] = _references_to_json(value.references)
-    if value.metadata is not None:
-        obj["metadata"] = value.metadata
-    if value.rule_set is not None:
-        obj["ruleSet"] = value.rule_set
+    obj.update(schema_extras_to_json(value))
     obj["schema"] = value.schema
     obj["deleted"] = value.deleted
     return obj

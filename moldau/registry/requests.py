@@ -19,7 +19,7 @@ from typing import Any
 from moldau.http import HttpError
 
 from . import errors
-from .records import RecordError, SchemaValue, references_from_json
+from .records import RecordError, SchemaValue, references_from_json, schema_extras_to_json
 from .schemas.base import SCHEMA_TYPES, Reference
 
 DEFAULT_CONTEXT_PREFIX = ":.:"
@@ -137,10 +137,6 @@ def parse_schema_request(body: Any) -> SchemaRequest:
     )
 
 
-def references_json(references: tuple[Reference, ...]) -> list[dict[str, Any]]:
-    return [{"name": r.name, "subject": r.subject, "version": r.version} for r in references]
-
-
 def schema_entity(value: SchemaValue, text: str | None = None, *,
                   with_subject: bool = True) -> dict[str, Any]:
     """Confluent's Schema entity: subject, version, id, schemaType (not for AVRO),
@@ -152,12 +148,7 @@ def schema_entity(value: SchemaValue, text: str | None = None, *,
     entity["id"] = value.id
     if value.schema_type != "AVRO":
         entity["schemaType"] = value.schema_type
-    if value.references:
-        entity["references"] = references_json(value.references)
-    if value.metadata is not None:
-        entity["metadata"] = value.metadata
-    if value.rule_set is not None:
-        entity["ruleSet"] = value.rule_set
+    entity.update(schema_extras_to_json(value))
     entity["schema"] = value.schema if text is None else text
     return entity
 
@@ -169,10 +160,5 @@ def schema_string(value: SchemaValue, text: str | None = None) -> dict[str, Any]
     if value.schema_type != "AVRO":
         entity["schemaType"] = value.schema_type
     entity["schema"] = value.schema if text is None else text
-    if value.references:
-        entity["references"] = references_json(value.references)
-    if value.metadata is not None:
-        entity["metadata"] = value.metadata
-    if value.rule_set is not None:
-        entity["ruleSet"] = value.rule_set
+    entity.update(schema_extras_to_json(value))
     return entity
