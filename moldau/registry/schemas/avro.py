@@ -38,7 +38,7 @@ from moldau.registry.schemas.avro_model import (
     normalize_tree,
     to_json,
 )
-from moldau.registry.schemas.base import BaseSchema, InvalidSchemaError
+from moldau.registry.schemas.base import BaseSchema, InvalidSchemaError, load_json
 
 _SCHEMA_RESERVED = frozenset(
     ("doc", "fields", "items", "name", "namespace", "size", "symbols", "values", "type", "aliases")
@@ -284,16 +284,6 @@ class AvroSchema(BaseSchema):
         return f"AvroSchema({self._canonical})"
 
 
-def _load_json(text: str, what: str) -> Any:
-    def reject_constant(name: str) -> Any:
-        raise InvalidSchemaError(f"Invalid {what}: {name} is not JSON")
-
-    try:
-        return json.loads(text, parse_constant=reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InvalidSchemaError(f"Invalid {what}: not JSON: {exc}") from exc
-
-
 def _validate_with_fastavro(schema: Any, named: dict[str, Any], what: str) -> None:
     try:
         fastavro.parse_schema(schema, named, _write_hint=False)
@@ -314,7 +304,7 @@ def parse(
     fast_named: dict[str, Any] = {}
     known: dict[str, Node] = {}
     tops = _parse_references(references, fast_named, known)
-    schema = _load_json(text, "Avro schema")
+    schema = load_json(text, "Avro schema")
     root = _Builder(known).build(schema, None)
     _validate_with_fastavro(schema, fast_named, "Avro schema")
     return AvroSchema(root, tops, normalize)
@@ -324,7 +314,7 @@ def _parse_references(
     references: Mapping[str, str], fast_named: dict[str, Any], known: dict[str, Node]
 ) -> list[str]:
     """Parse the referenced schemas, each once all the names it uses are known."""
-    pending = {name: _load_json(text, f"Avro reference {name!r}")
+    pending = {name: load_json(text, f"Avro reference {name!r}")
                for name, text in references.items()}
     tops: dict[str, Node] = {}
     while pending:

@@ -9,6 +9,7 @@ for id reuse and lookup, ``formatted(fmt)`` answers ``?format=...``.
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -123,6 +124,19 @@ class BaseSchema:
     def _backward(self, previous: Any, reader: str, writer: str) -> list[str]:
         """Why this schema cannot read data written with ``previous`` (of this type)."""
         raise NotImplementedError
+
+
+def load_json(text: str, what: str) -> Any:
+    """The JSON of a schema text (Avro, JSON Schema); InvalidSchemaError naming ``what``
+    otherwise, also for NaN and Infinity, which Python's parser would take."""
+
+    def reject_constant(name: str) -> Any:
+        raise InvalidSchemaError(f"Invalid {what}: {name} is not JSON")
+
+    try:
+        return json.loads(text, parse_constant=reject_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidSchemaError(f"Invalid {what}: not JSON: {exc}") from exc
 
 
 def fill_labels(template: str, reader: str, writer: str) -> str:

@@ -19,7 +19,7 @@ import referencing.exceptions
 import referencing.jsonschema
 from jsonschema import validators
 
-from moldau.registry.schemas.base import BaseSchema, InvalidSchemaError
+from moldau.registry.schemas.base import BaseSchema, InvalidSchemaError, load_json
 
 if TYPE_CHECKING:
     from referencing._core import Resolver
@@ -38,16 +38,6 @@ _DATA_KEYWORDS = frozenset(("enum", "const", "default", "examples"))
 
 def _dump(value: Any, *, sort_keys: bool = False) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=sort_keys)
-
-
-def _load(text: str, what: str) -> Any:
-    def reject_constant(name: str) -> Any:
-        raise InvalidSchemaError(f"Invalid {what}: {name} is not JSON")
-
-    try:
-        return json.loads(text, parse_constant=reject_constant)
-    except json.JSONDecodeError as exc:
-        raise InvalidSchemaError(f"Invalid {what}: not JSON: {exc}") from exc
 
 
 def specification(schema: Any) -> referencing.Specification[Any]:
@@ -157,10 +147,10 @@ def parse(text: str, references: Mapping[str, str], *, normalize: bool = False) 
         raise InvalidSchemaError("Invalid JSON Schema: the schema must be a string")
     loaded_refs = {}
     for name, ref_text in references.items():
-        ref = _load(ref_text, f"JSON Schema reference {name!r}")
+        ref = load_json(ref_text, f"JSON Schema reference {name!r}")
         _check_meta_schema(ref, f"JSON Schema reference {name!r}")
         loaded_refs[name] = ref
-    schema = _load(text, "JSON Schema")
+    schema = load_json(text, "JSON Schema")
     _check_meta_schema(schema, "JSON Schema")
     try:
         parsed = JsonSchema(schema, loaded_refs, normalize)
