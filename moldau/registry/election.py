@@ -100,13 +100,7 @@ class Identity:
 
     @classmethod
     def from_json(cls, raw: bytes) -> Identity:
-        try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"identity is not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ValueError(f"identity is not a JSON object: {data!r}")
-        return cls.from_dict(data)
+        return cls.from_dict(_json_object(raw, "identity"))
 
     @classmethod
     def for_listener(cls, listener: str, *, host_name: str | None = None,
@@ -121,6 +115,17 @@ class Identity:
         if host in ("", "0.0.0.0", "::"):
             host = socket.getfqdn()
         return cls(host, parts.port, parts.scheme, eligible)
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+    """``raw`` as a JSON object; ValueError naming ``what`` otherwise."""
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{what} is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} is not a JSON object: {data!r}")
+    return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,12 +147,7 @@ class Assignment:
     @classmethod
     def from_json(cls, raw: bytes) -> Assignment:
         """Read an assignment (also Karapace's); raises ValueError when malformed."""
-        try:
-            data = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ValueError(f"assignment is not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise ValueError(f"assignment is not a JSON object: {data!r}")
+        data = _json_object(raw, "assignment")
         error = data.get("error", NO_ERROR)
         member = data.get("master")
         identity = data.get("master_identity")
