@@ -116,21 +116,15 @@ async def read_json(request: web.Request) -> Any:
     if media_types is not None and media not in media_types.consumes:
         raise HttpError(415, 415, "HTTP 415 Unsupported Media Type")
     body = await request.read()
-    try:
-        return json.loads(body)
-    except UnicodeDecodeError as exc:
-        raise HttpError(400, 400, f"Request body is not UTF-8 text: {exc.reason}") from None
-    except json.JSONDecodeError as exc:
-        message = f"Unexpected JSON: {exc.msg} (line {exc.lineno} column {exc.colno})"
-        if not body.strip():
-            message = "No content to map due to end-of-input"
-        raise HttpError(400, 400, message) from None
+    if not body.strip():
+        raise HttpError(400, 400, "No content to map due to end-of-input")
+    return parse_json(body)
 
 
 def parse_json(body: bytes, error: type[HttpError] = HttpError) -> Any:
     """``body`` parsed as JSON; 400 / 400 (an ``error``) naming what is wrong: not UTF-8, not
-    JSON (where), nested too deeply, a number Python does not convert. The REST proxy's
-    bodies; :func:`read_json` (the registry's) answers only the first two."""
+    JSON (where), nested too deeply, a number Python does not convert (the REST proxy's
+    bodies, and the registry's through :func:`read_json`)."""
     try:
         return json.loads(body)
     except UnicodeDecodeError as exc:
