@@ -34,7 +34,8 @@ $(TEST_STAMP): $(STAMP) pyproject.toml
 	touch $@
 
 ## Test clients that do not come from PyPI: Debian's kcat and zookeeper, npm's kafkajs and
-## Confluent's JavaScript schema registry client with its own end-to-end suite.
+## Confluent's JavaScript schema registry client with its own end-to-end suite; and PyPI's kafi
+## with its REST Proxy suite, in a venv of its own (tests/compat/kafi/.venv).
 test-deps: $(TEST_STAMP)
 	$(BIN)/python -m moldau.testing.install_clients
 

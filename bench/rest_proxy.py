@@ -206,6 +206,8 @@ async def v3_stream_produce(url: str, cluster_id: str, topic: str, plan: Plan
                 text += piece.decode()
                 pos = 0
                 while True:
+                    while pos < len(text) and text[pos] in " \t\r\n":
+                        pos += 1
                     try:
                         result, pos = decoder.raw_decode(text, pos)
                     except json.JSONDecodeError:

@@ -134,7 +134,8 @@ def _client_settings(raw: Mapping[str, str], servers: str) -> dict[str, dict[str
                     continue
                 settings[name] = value
         settings["bootstrap.servers"] = servers
-        settings.setdefault("client.id", f"moldau-rest-proxy-{kind}")
+        if kind != "consumer":  # consumer instances get Kafka's default, see v2/instances.py
+            settings.setdefault("client.id", f"moldau-rest-proxy-{kind}")
         out[kind] = settings
     return out
 

@@ -7,6 +7,11 @@ Both inputs end in the same place: the main file's descriptor is printed to ``.p
 as base64 gets the same identity and id. ``serialized()`` is the base64 descriptor of the
 canonical text compiled again.
 
+As Confluent's registry (its ``ProtobufSchemaUtils.toString``), the text has no ``syntax``
+line when the registered schema declared none: ``.proto`` text without a ``syntax`` statement,
+or a base64 descriptor whose ``syntax`` is empty (protoc's proto2 files; confluent-kafka
+registers these). Such a file is proto2 and is compiled as such.
+
 Imports resolve from the references (import name -> schema text, ``.proto`` or base64), the
 well-known types bundled with grpcio-tools (``google/protobuf/*.proto``), the
 ``google/type/*.proto`` files of googleapis-common-protos, and Confluent's own
@@ -45,6 +50,9 @@ MAIN_FILE = "default"  # Confluent's name of a schema's own file
 _WELL_KNOWN_DIR = str(Path(protoc.__file__).parent / "_proto")
 _BASE64 = re.compile(r"[A-Za-z0-9+/=\r\n]+")
 _LOCK = threading.Lock()  # protoc's in-process compiler is not documented as thread-safe
+# comments and whitespace, then a syntax or edition statement: a file's first statement
+_DECLARATION = re.compile(r"(?:\s|//[^\n]*|/\*.*?\*/)*(?:syntax|edition)\s*=", re.DOTALL)
+_PROTO2_LINE = 'syntax = "proto2";\n'
 
 # Confluent's own types (``confluent/*``): message definitions the clients import without
 # registering them.
@@ -231,19 +239,29 @@ class ProtobufSchema(BaseSchema):
         files: dict[str, descriptor_pb2.FileDescriptorProto],
         reference_texts: Mapping[str, str],
         normalize: bool,
+        declared: bool = True,
     ) -> None:
         main = files[MAIN_FILE]
-        self._canonical = print_file(main, files)
-        self._normalized = print_file(main, files, normalize=True)
-        if normalize:
-            self._canonical = self._normalized
+        printed = print_file(main, files, normalize=normalize)
         # the stored text, compiled again: the same descriptor whichever form came in
-        self.files = compile_proto(self._canonical, reference_texts)
+        self.files = compile_proto(printed, reference_texts)
         self.descriptor = self.files[MAIN_FILE]
+        self.declared = declared
+        self._canonical = printed if declared else printed.removeprefix(_PROTO2_LINE)
+        self._normalized = (self._canonical if normalize
+                            else print_file(main, files, normalize=True))
+        if not declared:
+            self._normalized = self._normalized.removeprefix(_PROTO2_LINE)
 
     def serialized(self) -> str:
-        """Base64 FileDescriptorProto of the canonical text (``format=serialized``)."""
-        return base64.b64encode(self.descriptor.SerializeToString()).decode("ascii")
+        """Base64 FileDescriptorProto of the canonical text (``format=serialized``); a proto2
+        file that declared its syntax says so (protoc leaves ``syntax`` empty for proto2)."""
+        descriptor = self.descriptor
+        if self.declared and not descriptor.syntax:
+            descriptor = descriptor_pb2.FileDescriptorProto()
+            descriptor.CopyFrom(self.descriptor)
+            descriptor.syntax = "proto2"
+        return base64.b64encode(descriptor.SerializeToString()).decode("ascii")
 
     def formatted(self, fmt: str) -> str:
         """``serialized``: base64 descriptor; ``default``/empty/others: the canonical text."""
@@ -291,7 +309,16 @@ def parse(
     }
     main_text = _as_proto_text(text, MAIN_FILE, decoded)
     files = compile_proto(main_text, reference_texts)
-    return ProtobufSchema(files, reference_texts, normalize)
+    return ProtobufSchema(files, reference_texts, normalize, declares_syntax(text))
+
+
+def declares_syntax(text: str) -> bool:
+    """Whether a schema (``.proto`` text or base64 descriptor) states its syntax: text that
+    opens with a ``syntax``/``edition`` statement, a descriptor with ``syntax`` set."""
+    fdp = _decode_base64(text)
+    if fdp is not None:
+        return bool(fdp.syntax)
+    return _DECLARATION.match(text) is not None
 
 
 def _is_bundled(name: str) -> bool:

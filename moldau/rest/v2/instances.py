@@ -2,7 +2,11 @@
 
 ``POST /consumers/{group}`` makes a :class:`ConsumerInstance`: a :class:`moldau.client.Consumer`
 with ``group.id`` = the group (settings: ``client.*``/``consumer.*`` of the proxy, then the
-request's ``auto.offset.reset`` and ``auto.commit.enable``). Its client connects on first use
+request's ``auto.offset.reset`` and ``auto.commit.enable``). Unless the proxy's settings name a
+``client.id``, the member's client id is ``consumer-<group>-<n>`` (n counting the proxy's
+instances from 1): Confluent's proxy leaves ``client.id`` unset and the Java consumer names
+itself so, which is what v3's consumer listings and ``kafka-consumer-groups`` show for such a
+member (kafi's suite checks the prefix). Its client connects on first use
 (subscribe, assign, records, commits, seeks), as the Java consumer connects on its first
 ``poll``, so an instance that is created and never used costs no connection.
 
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import uuid
@@ -162,6 +167,7 @@ class InstanceManager:
         self.timeout_s = self.config["consumer.instance.timeout.ms"] / 1000
         self._task: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
+        self._client_ids = itertools.count(1)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -211,7 +217,7 @@ class InstanceManager:
             raise errors.too_many_instances(len(self.instances))
         client = self.config.client("consumer")
         client["group.id"] = group
-        client.setdefault("client.id", settings.name)
+        client.setdefault("client.id", f"consumer-{group}-{next(self._client_ids)}")
         if settings.auto_offset_reset is not None:
             client["auto.offset.reset"] = settings.auto_offset_reset
         if settings.auto_commit_enable is not None:

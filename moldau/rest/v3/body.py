@@ -66,16 +66,28 @@ def get_int(obj: dict[str, Any], name: str, *, required: bool = False) -> int | 
     raise _wrong(name, "an integer", value)
 
 
+def scalar_text(value: Any) -> str | None:
+    """``value`` as the text Jackson gives a ``String`` field for a JSON scalar (a number or
+    a boolean becomes its JSON text, ``604800000`` -> ``"604800000"``); None for an object or
+    a list, which Jackson refuses."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return None
+
+
 def get_str(obj: dict[str, Any], name: str, *, required: bool = False) -> str | None:
-    """A string field."""
+    """A string field (a number or boolean is taken as its text, as Jackson coerces it)."""
     value = obj.get(name)
     if value is None:
         if required:
             raise V3Error(400, 400, f"Bad Request: {name} is required.")
         return None
-    if not isinstance(value, str):
+    text = scalar_text(value)
+    if text is None:
         raise _wrong(name, "a string", value)
-    return value
+    return text
 
 
 def get_bool(obj: dict[str, Any], name: str) -> bool:

@@ -14,8 +14,9 @@ requests are still being read::
 or ``{"error_code": ..., "message": ...}`` for a request that failed (400 bad data or a
 request that is not JSON, 40403 unknown partition, 50002 / 50003 Kafka errors, 500 / 50002
 registry trouble). The HTTP status is 200 once the first request was read (Confluent: "as
-long as the connection is successfully established"); results are JSON objects written
-back to back, unseparated, as Confluent's proxy writes them.
+long as the connection is successfully established"); each result is one JSON object
+followed by ``\r\n``, as Confluent's proxy writes them (its chunk separator; clients such as
+kafi split the answer on it).
 
 Answered with an HTTP error instead, before anything is produced: unknown cluster (404 / 404),
 unknown topic (404 / 40403), a ``Content-Type`` other than JSON (415), an empty body or a
@@ -65,6 +66,8 @@ from .record_data import NOTHING, Encoded, SchemaEncoder, encode_plain, needs_re
 #: records per connection waiting for Kafka before the proxy stops reading the connection
 IN_FLIGHT = 4096
 DEFAULT_MAX_RECORD_BYTES = 1024 * 1024
+#: written after every result (Confluent's proxy: a Jersey ChunkedOutput with "\r\n")
+SEPARATOR = b"\r\n"
 
 _DONE = object()
 _COMPACT = json.JSONEncoder(separators=(",", ":")).encode
@@ -213,7 +216,7 @@ class _Stream:
                 if len(item) > 1 and not item[0].done():
                     break
                 pending.popleft()
-                out.append(_COMPACT(self.result(item)).encode())
+                out.append(_COMPACT(self.result(item)).encode() + SEPARATOR)
             if len(pending) < IN_FLIGHT:
                 self.space.set()
             if out:

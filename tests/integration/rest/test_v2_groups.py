@@ -116,3 +116,29 @@ def _instances(client: Client) -> dict[Any, Any]:
     from moldau.rest.v2.consumers import MANAGER_KEY
 
     return client.proxy.app[MANAGER_KEY].instances
+
+
+def test_instances_get_kafkas_default_client_id(broker: InProcessBroker) -> None:
+    # Confluent's proxy leaves client.id unset, so the Java consumer calls itself
+    # consumer-<group>-<n>; v3's consumer listing shows it (kafi's suite checks the prefix).
+    # A client.id in the proxy's settings wins.
+    async def members(client: Client, group: str, topic: str) -> list[str]:
+        path = await client.consumer(group)
+        await client.ok("POST", f"{path}/subscription", {"topics": [topic]}, status=204)
+        await _poll_until(client, [path], [[0]])
+        cid = (await client.ok("GET", "/v3/clusters"))["data"][0]["cluster_id"]
+        listed = await client.ok("GET", f"/v3/clusters/{cid}/consumer-groups/{group}/consumers")
+        return [member["client_id"] for member in listed["data"]]
+
+    async def scenario() -> None:
+        topic, group, other = unique("cid"), unique("g"), unique("g")
+        async with proxy(broker.bootstrap) as client:
+            admin = await client.proxy.ctx.admin()
+            await admin.create_topics([NewTopic(topic, 1, 1)])
+            [client_id] = await members(client, group, topic)
+            assert client_id.startswith(f"consumer-{group}-"), client_id
+            assert client_id.removeprefix(f"consumer-{group}-").isdigit()
+        async with proxy(broker.bootstrap, consumer_client_id="mine") as client:
+            assert await members(client, other, topic) == ["mine"]
+
+    run(scenario())

@@ -123,6 +123,21 @@ def test_per_record_errors_in_a_200_answer(rest: RestV3, cid: str) -> None:
     assert [r.value for r in read_back(rest, topic, 2, 1)] == [b"fine"]
 
 
+def test_each_result_ends_with_crlf(rest: RestV3, cid: str) -> None:
+    # Confluent's proxy writes every result as a chunk followed by "\r\n"; kafi splits the
+    # answer on it (and a one-record answer is one object and its "\r\n")
+    topic = unique()
+    ok(create(rest, cid, topic), 201)
+    path = f"/v3/clusters/{cid}/topics/{topic}/records"
+    for count in (1, 3):
+        raw = b"".join(json.dumps({"value": {"type": "STRING", "data": str(n)}}).encode()
+                       for n in range(count))
+        reply = rest.request("POST", path, raw=raw, headers={"Content-Type": JSON})
+        assert reply.status == 200 and reply.text.endswith("}\r\n"), reply.text
+        pieces = reply.text[:-2].split("\r\n")
+        assert [json.loads(piece)["error_code"] for piece in pieces] == [200] * count
+
+
 def test_request_level_errors(rest: RestV3, cid: str) -> None:
     topic = unique()
     ok(create(rest, cid, topic), 201)

@@ -296,3 +296,35 @@ message A {
     nested = [n.name for n in parsed.descriptor.message_type[0].nested_type]
     assert nested == ["B", "MEntry", "C", "G", "D"]
     assert proto(parsed.serialized()).descriptor == parsed.descriptor
+
+
+@pytest.mark.parametrize("text, declared", [
+    ("message snack { required string name = 1; }", False),
+    ("// a comment\n/* and\n another */\nmessage snack { required string name = 1; }", False),
+    ('syntax = "proto2";\nmessage snack { required string name = 1; }', True),
+    ('// c\nsyntax="proto2";message snack { required string name = 1; }', True),
+])
+def test_proto2_syntax_line_only_when_declared(text: str, declared: bool) -> None:
+    # Confluent prints `syntax = "proto2";` only for a file that declared it (kafi's suite
+    # compares the answered text with the registered one)
+    parsed = proto(text)
+    canonical = parsed.canonical()
+    body = "\nmessage snack {\n  required string name = 1;\n}\n"
+    assert canonical == ('syntax = "proto2";\n' if declared else "") + body
+    assert parsed.normalized().startswith("syntax") is declared
+    assert proto(canonical).canonical() == canonical
+    again = proto(parsed.serialized())
+    assert again.identity() == parsed.identity()
+    assert again.descriptor == parsed.descriptor
+
+
+def test_base64_descriptor_without_syntax_prints_none() -> None:
+    # protoc (and so confluent-kafka's registration) leaves syntax empty for proto2 files
+    fdp = compile_proto("message M { optional int32 a = 1; }", {})["default"]
+    assert fdp.syntax == ""
+    encoded = base64.b64encode(fdp.SerializeToString()).decode()
+    parsed = proto(encoded)
+    assert parsed.canonical() == "\nmessage M {\n  optional int32 a = 1;\n}\n"
+    assert parsed.identity() == proto("message M { optional int32 a = 1; }").identity()
+    three = proto('syntax = "proto3";\nmessage M { int32 a = 1; }')
+    assert three.canonical().startswith('syntax = "proto3";')

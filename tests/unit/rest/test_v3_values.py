@@ -8,6 +8,7 @@ import pytest
 from moldau.client import AdminError, BrokerError, ClientError, KafkaTimeoutError
 from moldau.http import HttpError
 from moldau.protocol.errors import ErrorCode
+from moldau.rest.v3.body import get_str
 from moldau.rest.v3.errors import V3Error, from_exception
 from moldau.rest.v3.groups import group_state
 from moldau.rest.v3.record_data import RecordError, encode_plain, needs_registry
@@ -26,6 +27,18 @@ def test_plain_types() -> None:
         assert (caught.value.status, caught.value.error_code) == (400, 400)
     assert not needs_registry({"type": "binary"})
     assert needs_registry({"type": "AVRO"}) and needs_registry({"data": 1})
+
+
+def test_string_fields_take_scalars_as_jackson_does() -> None:
+    # kafi creates topics with {"name": "retention.ms", "value": 604800000}: Confluent's
+    # Jackson entities read a JSON number or boolean into a String field as its text
+    body = {"n": 604800000, "f": 1.5, "b": True, "s": "x", "z": None}
+    assert [get_str(body, k) for k in ("n", "f", "b", "s", "z")] == [
+        "604800000", "1.5", "true", "x", None]
+    for bad in ({"a": 1}, [1]):
+        with pytest.raises(V3Error) as caught:
+            get_str({"v": bad}, "v")
+        assert caught.value.status == 400 and "v must be a string" in str(caught.value)
 
 
 def test_timestamps() -> None:
