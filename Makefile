@@ -16,9 +16,12 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## Start a single-node broker (broker+controller) with embedded defaults:
-## listener PLAINTEXT://localhost:9092, data under ./data.
+## listener PLAINTEXT://localhost:9092, data under ./data, a schema registry in the same
+## process on http://localhost:8081 (Confluent's API; schemas in the _schemas topic) and a
+## REST Proxy on http://localhost:8082 (Confluent's API v2 and v3).
 run: install
-	$(BIN)/moldau serve
+	$(BIN)/moldau serve --override schema.registry.listeners=http://localhost:8081 \
+		--override rest.proxy.listeners=http://localhost:8082
 
 ## Start a local cluster: a ZooKeeper (Debian package `zookeeper`) and BROKERS=3 brokers on
 ## free ports of 127.0.0.1, data under ./dev-cluster; prints the addresses, Ctrl-C stops all.
@@ -30,7 +33,9 @@ $(TEST_STAMP): $(STAMP) pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $@
 
-## Test clients that do not come from PyPI: Debian's kcat and zookeeper, npm's kafkajs.
+## Test clients that do not come from PyPI: Debian's kcat and zookeeper, npm's kafkajs and
+## Confluent's JavaScript schema registry client with its own end-to-end suite; and PyPI's kafi
+## with its REST Proxy suite, in a venv of its own (tests/compat/kafi/.venv).
 test-deps: $(TEST_STAMP)
 	$(BIN)/python -m moldau.testing.install_clients
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,3 +156,17 @@ def pin_self(cpus: set[int] | None) -> None:
     """Pin this process (and the client processes it spawns) to ``cpus``."""
     if cpus:
         os.sched_setaffinity(0, cpus)
+
+
+@contextlib.contextmanager
+def servers_on(servers: set[int], clients: set[int], *, pin: bool = True) -> Iterator[None]:
+    """Children inherit this process's affinity: the servers started inside the block run on
+    ``servers``; after it this process (the clients) runs on ``clients``. Nothing is pinned
+    when not ``pin``."""
+    if pin:
+        pin_self(servers)
+    try:
+        yield
+    finally:
+        if pin:
+            pin_self(clients)

@@ -53,12 +53,12 @@ from moldau.perf.e2e import E2EOptions, run_e2e
 from moldau.perf.produce import ProduceOptions, run_produce
 from moldau.testing.cluster import BrokerCluster
 
-from .brokers import BenchBroker, create_topic, pin_self, start_broker
+from .brokers import BenchBroker, create_topic, pin_self, servers_on, start_broker
+from .common import RESULTS
 from .proc import Sampler, cpu_seconds
 from .pyspy_profile import _IDLE as _PYSPY_IDLE
 from .workloads import PRODUCER_E2E, PRODUCER_W1
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BROKER_CPU = 1
 CLIENT_CPU = 0
 KAFKA_RATIO = 421_823 / 821_557  # Kafka 2014: 3 replicas acks=all vs 1 replica
@@ -108,15 +108,9 @@ class Setup:
         self.cluster: BrokerCluster | None = None
 
     def start(self) -> Setup:
-        # children inherit this process's affinity: start the servers on the brokers' CPU
-        if self.plan.pin:
-            pin_self({BROKER_CPU})
-        try:
+        with servers_on({BROKER_CPU}, {CLIENT_CPU}, pin=self.plan.pin):
             self.single = start_broker("moldau", None, workdir=self.workdir / "single")
             self.cluster = BrokerCluster(3, self.workdir / "cluster").start()
-        finally:
-            if self.plan.pin:
-                pin_self({CLIENT_CPU})
         return self
 
     def server_pids(self) -> list[int]:

@@ -32,9 +32,9 @@ from typing import Any
 
 from . import baseline, idle, pyspy_profile, report, restart
 from .brokers import BROKERS, BenchBroker, pin_self, start_broker
+from .common import RESULTS
 from .workloads import WORKLOADS, Sizes
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BROKER_CPU = "1"
 CLIENT_CPUS = {0}
 

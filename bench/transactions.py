@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import tempfile
@@ -35,10 +34,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from .brokers import BenchBroker, create_topic, pin_self, start_broker
+from .brokers import BenchBroker, create_topic, servers_on, start_broker
+from .common import write_result
 from .proc import cpu_seconds
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BROKER_CPU = 1
 CLIENT_CPU = 0
 CLIENTS = ("confluent", "moldau")
@@ -285,13 +284,8 @@ def consume_pass(broker: BenchBroker, plan: Plan) -> dict[str, Any]:
 # --- main ---------------------------------------------------------------------------------
 
 def run(plan: Plan, workdir: Path) -> dict[str, Any]:
-    if plan.pin:
-        pin_self({BROKER_CPU})
-    try:
+    with servers_on({BROKER_CPU}, {CLIENT_CPU}, pin=plan.pin):
         broker = start_broker("moldau", None, workdir=workdir / "broker")
-    finally:
-        if plan.pin:
-            pin_self({CLIENT_CPU})
     try:
         produce = produce_passes(broker, plan)
         consume = consume_pass(broker, plan)
@@ -355,10 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="moldau-bench-txn-"))
     result = run(plan, workdir)
     _print(result)
-    out = args.out or RESULTS / f"transactions-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out}")
+    write_result(result, args.out, "transactions")
     return 0
 
 

@@ -10,6 +10,9 @@ throw-away group, which amounts to the same) and commits nothing. With ``--group
 that consumer group, shares the partitions with the group's other members and commits its
 position. Output follows Kafka's DefaultMessageFormatter (see :mod:`moldau.cli.formatter`);
 ``Processed a total of N messages`` goes to stderr at the end, as Kafka's tool prints it.
+With ``--value-format avro|json-schema|protobuf`` (and ``--key-format``) schema-registry framed
+values (keys) are printed as JSON, as Confluent's kafka-avro-console-consumer prints them
+(see :mod:`moldau.cli.schema_formats`).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import sys
 import time
 from typing import Any
 
-from moldau.client import ClientError, Consumer, TopicPartition
+from moldau.client import ClientError, Consumer, ConsumerRecord, TopicPartition
 from moldau.protocol.api_keys import ApiKey
 
 from .common import (
@@ -42,6 +45,13 @@ from .common import (
     run,
 )
 from .formatter import PROPERTIES, MessageFormatter
+from .schema_formats import (
+    CONSUME_EPILOG,
+    FORMATTER_PROPERTIES,
+    RecordDecoder,
+    add_format_options,
+    known_properties,
+)
 
 EARLIEST = -2
 LATEST = -1
@@ -63,7 +73,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                "  moldau consume -b localhost:9092 --topic orders --from-beginning\n"
                "  moldau consume -b localhost:9092 --topic orders --partition 0 --offset 42 \\\n"
                "      --max-messages 10 --property print.key=true --property key.separator=:\n"
-               "  moldau consume -b localhost:9092 --topic orders --group billing",
+               "  moldau consume -b localhost:9092 --topic orders --group billing\n"
+               "  moldau consume -b localhost:9092 --topic orders --from-beginning \\\n"
+               "      --value-format avro --property schema.registry.url=http://localhost:8081\n\n"
+               + CONSUME_EPILOG,
     )
     add_connection_options(
         parser, config_flags=("--consumer.config", "--command-config"),
@@ -100,7 +113,9 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     out.add_argument("--consumer-property", action="append", default=[], metavar="KEY=VALUE",
                      help="a consumer setting such as fetch.max.wait.ms=100 (repeatable)")
     out.add_argument("--skip-message-on-error", action="store_true",
-                     help="accepted for compatibility (formatting cannot fail here)")
+                     help="with --value-format/--key-format: report a record that cannot be "
+                          "read on stderr and go on (default: stop with status 1)")
+    add_format_options(parser)
     parser.set_defaults(func=main, parser=parser)
 
 
@@ -173,10 +188,17 @@ def consumer_group(args: argparse.Namespace) -> str | None:
     return args.group or args.group_id_setting
 
 
-def formatter_from_args(args: argparse.Namespace) -> MessageFormatter:
+def formatter_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The --property settings (over --formatter-config's), unknown keys warned about."""
+    return format_properties(args.property, args.formatter_config, "--formatter-config",
+                             known_properties(args, PROPERTIES, FORMATTER_PROPERTIES),
+                             "consume")
+
+
+def formatter_from_args(args: argparse.Namespace,
+                        props: dict[str, str] | None = None) -> MessageFormatter:
     return MessageFormatter.from_properties(
-        format_properties(args.property, args.formatter_config, "--formatter-config",
-                          PROPERTIES, "consume"))
+        formatter_properties(args) if props is None else props)
 
 
 # --- consuming ----------------------------------------------------------------------------
@@ -253,13 +275,31 @@ def _has_position(consumer: Consumer) -> bool:
                for tp in consumer.assignment())
 
 
+async def _decoded(decoder: RecordDecoder | None, records: list[ConsumerRecord],
+                   skip_errors: bool) -> list[ConsumerRecord]:
+    """Records with schema-registry framed keys/values as JSON (unreadable ones skipped with
+    a message when ``skip_errors``, else the CliError stops the command)."""
+    if decoder is None:
+        return records
+    out = []
+    for record in records:
+        try:
+            out.append(await decoder.decode(record))
+        except CliError as exc:
+            if not skip_errors:
+                raise
+            print(f"moldau consume: skipping: {exc}", file=sys.stderr)
+    return out
+
+
 async def consume(args: argparse.Namespace, config: dict[str, Any],
-                  formatter: MessageFormatter) -> int:
+                  formatter: MessageFormatter, decoder: RecordDecoder | None = None) -> int:
     loop = asyncio.get_running_loop()
     stopped: list[int] = []
     for sig, code in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
         loop.add_signal_handler(sig, stopped.append, code)
     count = 0
+    skipped = 0
     exit_code = 0
     out = sys.stdout.buffer
     args.group_pattern = bool(config.get("group.id")) and args.include is not None
@@ -273,8 +313,9 @@ async def consume(args: argparse.Namespace, config: dict[str, Any],
             args.timeout_ms / 1000)
         last = started = time.monotonic()
         reading = False
-        while not stopped and (limit is None or count < limit):
-            records = await consumer.poll(0.2, None if limit is None else limit - count)
+        while not stopped and (limit is None or count + skipped < limit):
+            records = await consumer.poll(
+                0.2, None if limit is None else limit - count - skipped)
             if not records:
                 if idle_limit is not None and time.monotonic() - last >= idle_limit:
                     break
@@ -290,6 +331,8 @@ async def consume(args: argparse.Namespace, config: dict[str, Any],
                 continue
             reading = True
             last = time.monotonic()
+            seen = len(records)
+            records = await _decoded(decoder, records, args.skip_message_on_error)
             try:
                 out.write(b"".join(formatter.format(r) for r in records))
                 out.flush()
@@ -299,6 +342,7 @@ async def consume(args: argparse.Namespace, config: dict[str, Any],
                 count += len(records)
                 break
             count += len(records)
+            skipped += seen - len(records)
     except (CliError, ClientError) as exc:
         print(f"moldau consume: {describe_error(exc)}", file=sys.stderr)
         exit_code = getattr(exc, "exit_code", 1)
@@ -307,6 +351,8 @@ async def consume(args: argparse.Namespace, config: dict[str, Any],
             await asyncio.wait_for(consumer.close(), 10)
         except Exception as exc:  # closing must not hide the count or the first error
             print(f"moldau consume: while closing: {describe_error(exc)}", file=sys.stderr)
+        if decoder is not None:
+            await decoder.close()
         print(f"Processed a total of {count} messages", file=sys.stderr)
     return stopped[0] if stopped else exit_code
 
@@ -318,10 +364,12 @@ def main(args: argparse.Namespace) -> int:
         if problem:
             raise CliError(problem, 2)
         parse_offset(args.offset, args.from_beginning)
-        formatter = formatter_from_args(args)
+        format_props = formatter_properties(args)
+        formatter = formatter_from_args(args, format_props)
+        decoder = RecordDecoder.create(args, format_props)
         args.command_config = None  # already merged into props
         config = client_config(args, "consumer", overrides=props,
                                defaults={"client.id": "console-consumer"})
-        return await consume(args, config, formatter)
+        return await consume(args, config, formatter, decoder)
 
     return run(go, "moldau consume")

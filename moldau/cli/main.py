@@ -10,6 +10,7 @@ import sys
 # working while a subcommand is being written.
 SUBCOMMANDS = ["serve", "topics", "produce", "consume", "metadata", "configs", "groups",
                "transactions", "log_dirs", "leader_election", "reassign_partitions", "proxy",
+               "schema_registry", "rest_proxy",
                "doctor", "perf", "pipeline", "rest", "registry", "dev_cluster"]
 
 

@@ -9,6 +9,9 @@ headers, key and value (see :mod:`moldau.cli.line_reader`). Records are sent in 
 background and batched (``--linger-ms``, ``--batch-size``); ``--sync`` waits for each one.
 A record the cluster does not acknowledge is reported on stderr
 (``Error when sending message to topic ...``) and makes the command exit with status 1.
+With ``--value-format avro|json-schema|protobuf`` (and ``--key-format``) values (keys) are
+JSON and are written framed for the schema registry, as Confluent's
+kafka-avro-console-producer does (see :mod:`moldau.cli.schema_formats`).
 As with Kafka's producer, a topic that does not exist is created when the broker allows
 auto-creation.
 """
@@ -36,6 +39,13 @@ from .common import (
     run,
 )
 from .line_reader import PROPERTIES, LineReader, ReaderError
+from .schema_formats import (
+    PRODUCE_EPILOG,
+    READER_PROPERTIES,
+    RecordEncoder,
+    add_format_options,
+    known_properties,
+)
 
 _CHUNK = 1 << 16
 _MAX_ERRORS_SHOWN = 10
@@ -61,7 +71,11 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                "  printf 'k1:v1\\nk2:v2\\n' | moldau produce -b localhost:9092 --topic t \\\n"
                "      --property parse.key=true --property key.separator=:\n"
                "  printf 'trace:abc\\tk1\\tv1\\n' | moldau produce -b localhost:9092 --topic t \\\n"
-               "      --property parse.headers=true --property parse.key=true",
+               "      --property parse.headers=true --property parse.key=true\n"
+               "  echo '{\"id\": 1}' | moldau produce -b localhost:9092 --topic t \\\n"
+               "      --value-format avro --property schema.registry.url=http://localhost:8081 \\\n"
+               "      --property value.schema='{\"type\":\"record\",\"name\":\"R\",\"fields\":"
+               "[{\"name\":\"id\",\"type\":\"int\"}]}'\n\n" + PRODUCE_EPILOG,
     )
     add_connection_options(
         parser, config_flags=("--producer.config", "--command-config"),
@@ -75,6 +89,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
                      help="how lines are parsed (repeatable; see below)")
     fmt.add_argument("--reader-config", metavar="FILE",
                      help="properties file of --property settings (--property wins)")
+    add_format_options(parser)
     prod = parser.add_argument_group("producer")
     prod.add_argument("--producer-property", action="append", default=[], metavar="KEY=VALUE",
                       help="a producer setting such as linger.ms=5 or enable.idempotence=false "
@@ -122,9 +137,16 @@ def producer_overrides(args: argparse.Namespace) -> dict[str, str]:
     return result
 
 
-def reader_from_args(args: argparse.Namespace) -> LineReader:
-    props = format_properties(args.property, args.reader_config, "--reader-config", PROPERTIES,
-                              "produce")
+def reader_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The --property settings (over --reader-config's), unknown keys warned about."""
+    return format_properties(args.property, args.reader_config, "--reader-config",
+                             known_properties(args, PROPERTIES, READER_PROPERTIES), "produce")
+
+
+def reader_from_args(args: argparse.Namespace, props: dict[str, str] | None = None
+                     ) -> LineReader:
+    if props is None:
+        props = reader_properties(args)
     try:
         return LineReader.from_properties(props)
     except ReaderError as exc:
@@ -177,7 +199,18 @@ class _Input:
                 pass
 
 
-async def produce(args: argparse.Namespace, reader: LineReader, config: dict[str, Any]) -> int:
+async def produce(args: argparse.Namespace, reader: LineReader, config: dict[str, Any],
+                  props: dict[str, str] | None = None) -> int:
+    encoder = await RecordEncoder.create(args, props or {})
+    try:
+        return await _produce(args, reader, config, encoder)
+    finally:
+        if encoder is not None:
+            await encoder.close()
+
+
+async def _produce(args: argparse.Namespace, reader: LineReader, config: dict[str, Any],
+                   encoder: RecordEncoder | None) -> int:
     await probe_topic(args, args.topic, create=True)
     producer = Producer(config)
     await producer.start()
@@ -205,6 +238,8 @@ async def produce(args: argparse.Namespace, reader: LineReader, config: dict[str
                 number += 1
                 line = raw[:-1] if raw.endswith(b"\r") else raw
                 key, value, headers = reader.parse(line, number)
+                if encoder is not None:
+                    key, value = await encoder.encode(key, value, number)
                 fut = producer.send(args.topic, value, key=key, headers=headers)
                 sent += 1
                 if args.sync:
@@ -237,9 +272,10 @@ async def produce(args: argparse.Namespace, reader: LineReader, config: dict[str
 
 def main(args: argparse.Namespace) -> int:
     async def go() -> int:
-        reader = reader_from_args(args)
+        props = reader_properties(args)
+        reader = reader_from_args(args, props)
         config = client_config(args, "producer", overrides=producer_overrides(args),
                                defaults={"client.id": "console-producer"})
-        return await produce(args, reader, config)
+        return await produce(args, reader, config, props)
 
     return run(go, "moldau produce")

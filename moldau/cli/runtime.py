@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -38,3 +39,22 @@ def run_loop(coro: Coroutine[Any, Any, T]) -> T:
     except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
         return asyncio.run(coro)
     return uvloop.run(coro)
+
+
+def stop_on_signals(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """The first SIGTERM or SIGINT sets ``stop``; every later one is ignored, as the JVM
+    ignores signals while Kafka's shutdown hooks run.
+
+    Supervisors and scripts repeat SIGTERM. The default action must never come back during a
+    clean shutdown, or a repeated signal turns it into death by signal: the loop puts it back
+    when its own handlers are removed or it closes, and Python when it finalizes (for every
+    signal with a Python handler). So plain Python handlers, not ``loop.add_signal_handler``,
+    and the first one replaces both by SIG_IGN itself, leaving no moment without a handler."""
+
+    def on_signal(_signum: int, _frame: object) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        loop.call_soon_threadsafe(stop.set)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)

@@ -145,8 +145,14 @@ class Fetcher:
             pending = {s.tp: s for s in self.subs.needs_position()}
             if not pending:
                 return
+            generations = {tp: s.generation for tp, s in pending.items()}
             if not await self._apply_committed(pending):
                 return
+            # A seek() (or a new assignment) while the committed offsets were looked up
+            # wins: those partitions are no longer this reset's to position.
+            pending = {tp: s for tp, s in pending.items()
+                       if s.generation == generations[tp] and s.position is None
+                       and self.subs.partitions.get(tp) is s}
             for s in pending.values():
                 if s.reset is None:
                     s.reset = self.subs.default_reset
@@ -162,7 +168,6 @@ class Fetcher:
             if not pending:
                 return
             specs = {tp: (-2 if s.reset == EARLIEST else -1) for tp, s in pending.items()}
-            generations = {tp: s.generation for tp, s in pending.items()}
             try:
                 results = await list_offsets(
                     self.cluster, specs, isolation_level=self.isolation,

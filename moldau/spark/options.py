@@ -22,6 +22,8 @@ from typing import Any
 from moldau.client.config import KINDS, parse_config
 from moldau.client.errors import ConfigError
 
+from .decode_options import DecodeOptionError, DecodingOptions, parse_decoding_options
+
 EARLIEST = -2
 LATEST = -1
 
@@ -106,6 +108,8 @@ class SourceOptions:
     max_records_per_partition: int | None = None
     poll_timeout_ms: int = 120000
     client_config: Mapping[str, str] = field(default_factory=dict)
+    # value.format=avro / key.format=avro (see .decode_options)
+    decoding: DecodingOptions = field(default_factory=DecodingOptions)
 
     def consumer_config(self) -> dict[str, str]:
         """Settings of the executors' consumers: the job's ``kafka.*`` over our defaults."""
@@ -385,6 +389,7 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
     delay = parse_duration_ms(delay_text, "option 'maxTriggerDelay'") if delay_text else (
         15 * 60 * 1000)
     poll_timeout = _long(options, "kafkaConsumer.pollTimeoutMs") or 120000
+    decoding = decoding_options(options)
 
     return SourceOptions(
         strategy=strategy, topics=topics, pattern=pattern, assignment=assignment,
@@ -398,7 +403,16 @@ def parse_source_options(options: Mapping[str, Any], *, streaming: bool) -> Sour
         poll_timeout_ms=poll_timeout,
         client_config=client_settings(options, _SOURCE_REFUSED, "consumer",
                                       SOURCE_CLIENT_DEFAULTS),
+        decoding=decoding,
     )
+
+
+def decoding_options(options: Mapping[str, Any]) -> DecodingOptions:
+    """``value.format`` / ``key.format`` and the registry options (OptionError if wrong)."""
+    try:
+        return parse_decoding_options(options)
+    except DecodeOptionError as exc:
+        raise OptionError(str(exc)) from None
 
 
 def parse_sink_options(options: Mapping[str, Any], *, streaming: bool = False) -> SinkOptions:

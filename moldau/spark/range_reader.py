@@ -28,6 +28,7 @@ from moldau.client.types import TopicPartition
 from .clients import CachedConsumer, call, consumer_for, drop_consumer
 from .options import SourceOptions
 from .planning import OffsetRange
+from .registry_decode import decode_batch
 from .schema import to_record_batch
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,10 @@ def _read(cached: CachedConsumer, r: OffsetRange, options: SourceOptions
             if cols.offsets:
                 parts.append(cols)
         if parts:
-            yield to_record_batch(r.topic, r.partition, parts, options.include_headers)
+            batch = to_record_batch(r.topic, r.partition, parts, options.include_headers)
+            if options.decoding.active:
+                batch = decode_batch(r.topic, batch, options.decoding)
+            yield batch
         if position_after > position:
             position = position_after
             last_progress = time.monotonic()

@@ -7,6 +7,8 @@ so a wrong option fails when the query is defined rather than in a task.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -17,7 +19,15 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .batch_reader import MoldauBatchReader
-from .options import OptionError, parse_sink_options, parse_source_options
+from .decode_options import DecodingOptions
+from .options import (
+    OptionError,
+    SourceOptions,
+    decoding_options,
+    parse_sink_options,
+    parse_source_options,
+)
+from .registry_decode import decoded_schema, resolve
 from .schema import spark_schema
 from .stream_reader import MoldauStreamReader
 from .writer import (
@@ -39,13 +49,31 @@ class MoldauDataSource(DataSource):  # type: ignore[misc]
 
     def schema(self) -> StructType:
         include = str(self.options.get("includeheaders", "false")).strip().lower() == "true"
-        return spark_schema(include)
+        base = spark_schema(include)
+        decoding = self._decoding()
+        return decoded_schema(base, decoding) if decoding.active else base
+
+    def _decoding(self) -> DecodingOptions:
+        """The decoding options with reader schemas fixed, once: Spark pickles this object
+        after schema() and plans the read with the copy, so reads use the schemas the
+        DataFrame's columns were typed with."""
+        found: DecodingOptions | None = getattr(self, "_resolved_decoding", None)
+        if found is None:
+            found = decoding_options(self.options)
+            if found.active:
+                found = resolve(found)
+            self._resolved_decoding = found
+        return found
+
+    def _source_options(self, streaming: bool) -> SourceOptions:
+        options = parse_source_options(self.options, streaming=streaming)
+        return replace(options, decoding=self._decoding())
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return MoldauBatchReader(parse_source_options(self.options, streaming=False))
+        return MoldauBatchReader(self._source_options(streaming=False))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return MoldauStreamReader(parse_source_options(self.options, streaming=True))
+        return MoldauStreamReader(self._source_options(streaming=True))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         if overwrite:

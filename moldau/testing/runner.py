@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -113,6 +114,24 @@ class BrokerProcess(ChildProcess):
         ``kill()`` is kill -9 (:class:`~moldau.devtools.processes.ChildProcess`)."""
         code = self.wait_stopped(timeout)
         return 0 if code is None else code
+
+    def wait_for_log(self, pattern: re.Pattern[str], offset: int, timeout: float,
+                     what: str) -> re.Match[str]:
+        """The first match of ``pattern`` in the log after byte ``offset`` (the ready line of
+        a service the broker runs in-process); RuntimeError if the broker exits first,
+        TimeoutError after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = pattern.search(self.log_path.read_bytes()[offset:].decode(errors="replace"))
+            if found:
+                return found
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n"
+                                   f"{self.log_text()[offset:]}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{what} did not start within {timeout}s; "
+                                   f"log: {self.log_path}")
+            time.sleep(0.05)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""

@@ -317,7 +317,10 @@ class BrokerConnection:
             self._fail(KafkaConnectionError(self.address, "timeout", str(error)))
             raise error from None
         except asyncio.CancelledError:
-            self._pending.pop(correlation_id, None)
+            # The caller gave up, the broker will still answer: keep the entry (its future is
+            # cancelled, so the answer is dropped) rather than take that answer for an
+            # unknown correlation id and close the connection for everyone else on it.
+            future.cancel()
             raise
 
     def _on_frame(self, frame: Frame) -> None:

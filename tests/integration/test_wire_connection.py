@@ -92,3 +92,31 @@ def test_a_silent_peer_times_out_and_the_connection_closes() -> None:
         await server.wait_closed()
 
     asyncio.run(main())
+
+
+def test_a_cancelled_request_leaves_the_connection_usable() -> None:
+    """A caller that stops waiting (a heartbeat task cancelled when a member leaves) must not
+    make the broker's answer to it look like an unknown correlation id that closes the
+    connection under the next request (the member's LeaveGroup)."""
+    with InProcessBroker() as node:
+        port = node.broker.bound_port()
+        body = {"topics": None, "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False}
+
+        async def main() -> None:
+            conn = BrokerConnection("127.0.0.1", port, client_id="t")
+            await conn.connect()
+            try:
+                for _ in range(20):
+                    abandoned = asyncio.get_running_loop().create_task(
+                        conn.request(ApiKey.METADATA, body))
+                    await asyncio.sleep(0)  # written, waiting for its answer
+                    abandoned.cancel()
+                    answer = await conn.request(ApiKey.METADATA, body)
+                    assert answer.controller_id == 1
+                    assert conn.connected
+            finally:
+                conn.close()
+                await conn.wait_closed()
+
+        asyncio.run(main())

@@ -3,6 +3,9 @@
 protocol <- storage <- broker; protocol <- wire <- client <- cli/proxy/rest/registry/spark;
 wire <- broker. Only moldau.cli.serve and moldau.testing may import moldau.broker.
 
+``moldau.http`` (the one HTTP stack: aiohttp listeners, JSON errors, content negotiation)
+imports nothing of moldau; the registry, the REST proxy and cli build on it.
+
 ``moldau.wire`` (outbound Kafka connections) is the one layer both the client and the broker
 import: the broker opens connections to other brokers with it and never imports the client.
 
@@ -26,13 +29,15 @@ ALLOWED = {
     "broker": {"protocol", "storage", "wire", "broker"},
     "client": {"protocol", "wire", "client"},
     "proxy": {"protocol", "wire", "client", "proxy"},
-    "rest": {"protocol", "wire", "client", "registry", "rest"},
-    "registry": {"protocol", "wire", "client", "registry"},
-    "spark": {"protocol", "wire", "client", "spark"},
+    "http": {"http"},
+    "rest": {"protocol", "wire", "client", "registry", "http", "rest"},
+    "registry": {"protocol", "wire", "client", "http", "registry"},
+    # spark decodes registry-framed Avro (value.format=avro) with the registry client
+    "spark": {"protocol", "wire", "client", "registry", "spark"},
     "doctor": {"protocol", "wire", "client", "doctor"},
     "perf": {"protocol", "wire", "client", "perf"},
     "devtools": {"protocol", "devtools"},
-    "cli": {"protocol", "wire", "client", "cli", "proxy", "rest", "registry", "spark",
+    "cli": {"protocol", "wire", "client", "cli", "proxy", "rest", "registry", "http", "spark",
             "doctor", "perf", "devtools"},
     "testing": {"protocol", "wire", "client", "broker", "storage", "testing", "cli",
                 "devtools"},

@@ -297,6 +297,20 @@ BROKER_CONFIGS: list[ConfigDef] = [
     ConfigDef("producer.id.expiration.check.interval.ms", "int", 600000,
               "How often idle producer ids past producer.id.expiration.ms are forgotten.",
               [at_least(1)]),
+    # --- services run in the broker process ------------------------------------------------
+    ConfigDef("schema.registry.listeners", "string", None,
+              "Set (http://HOST:PORT[,...]) to run a schema registry (Confluent's API, "
+              "moldau.registry) in this process; it stores its schemas in the _schemas "
+              "topic through this broker's first listener. `make run` sets "
+              "http://localhost:8081. Unset: no registry (run `moldau schema-registry`).",
+              nullable=True, kafka="Moldau's own: Kafka has no schema registry"),
+    ConfigDef("rest.proxy.listeners", "string", None,
+              "Set (http://HOST:PORT[,...]) to run a REST Proxy (Confluent's API v2 and v3, "
+              "moldau.rest) in this process, its Kafka clients connected to this broker's "
+              "first listener and its schema.registry.url the in-process registry's when "
+              "schema.registry.listeners is set. `make run` sets http://localhost:8082. "
+              "Unset: no proxy (run `moldau rest-proxy`).",
+              nullable=True, kafka="Moldau's own: Kafka has no REST proxy"),
 ]
 
 

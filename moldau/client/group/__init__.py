@@ -10,6 +10,10 @@
 
 Offsets are committed through the group coordinator (:mod:`.membership`, :mod:`.offsets`);
 :mod:`.admin_ops` holds the admin client's group operations.
+
+Classic membership of any protocol type runs on :mod:`.engine` (JoinGroup/SyncGroup/
+Heartbeat/LeaveGroup, as the Java client's AbstractCoordinator): the consumer drives it from
+``poll()``, :mod:`.background` from a task of its own (the schema registry's election).
 """
 
 from __future__ import annotations

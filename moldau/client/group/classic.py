@@ -6,7 +6,8 @@ How a member goes round (driven from ``poll()``, as in the Java client):
    ``on_revoke``); with the cooperative one (only ``cooperative-sticky`` configured) the
    member keeps reading its partitions through the rebalance. Partitions declared lost
    (session expired, fenced, ``max.poll.interval.ms`` passed) go to ``on_lost`` instead.
-2. *Join* runs in a background task: FindCoordinator, JoinGroup (a first join without a
+2. *Join* runs in a background task on the generic join engine (:mod:`.engine`, protocol
+   type ``consumer``): FindCoordinator, JoinGroup (a first join without a
    member id gets MEMBER_ID_REQUIRED and the id to use, KIP-394; ``group.instance.id`` makes
    the member static, KIP-345), the leader computes the assignment with the assignor the
    coordinator chose, SyncGroup hands it out, OffsetFetch finds where new partitions start.
@@ -23,28 +24,26 @@ How a member goes round (driven from ``poll()``, as in the Java client):
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode
 
 from ..errors import BrokerError, ConfigError
-from ..retry import backoff_ms, wait_event
 from ..tasks import cancel_and_wait
 from ..types import TopicPartition
-from . import requests
 from .assignors import is_cooperative, make_assignors
 from .consumer_protocol import (
+    PROTOCOL_TYPE,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
-from .coordinator import COORDINATOR_ERRORS
+from .engine import FATAL_JOIN, GroupEngine, Joined, JoinedMember, JoinSettings, State
 from .membership import GroupMember
 from .types import (
     CommitFailedError,
@@ -58,36 +57,18 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# JoinGroup/SyncGroup answers after which the member cannot go on: the application must act.
+# The engine's fatal answers, worded for consumers.
 _FATAL_JOIN = {
+    **FATAL_JOIN,
     ErrorCode.fenced_instance_id:
         "another consumer with the same group.instance.id joined; give each consumer "
         "its own group.instance.id",
     ErrorCode.inconsistent_group_protocol:
         "the group's members have no assignor in common (partition.assignment.strategy), "
         "or the group uses another protocol type",
-    ErrorCode.invalid_session_timeout:
-        "session.timeout.ms is outside the broker's group.min.session.timeout.ms and "
-        "group.max.session.timeout.ms",
-    ErrorCode.group_max_size_reached: "the group has group.max.size members already",
-    ErrorCode.group_authorization_failed: "not authorized to join this group",
-    ErrorCode.invalid_group_id: "the group id is not valid",
-    ErrorCode.unsupported_version: "the broker refused the request version",
 }
 
-
-class State(enum.Enum):
-    UNJOINED = "unjoined"
-    JOINING = "joining"
-    STABLE = "stable"
-
-
-class _Rejoin(Exception):
-    """Join again (immediately when ``pause`` is 0)."""
-
-    def __init__(self, reason: str, pause: bool = False) -> None:
-        super().__init__(reason)
-        self.pause = pause
+__all__ = ["ClassicMember", "JoinResult", "State"]
 
 
 @dataclass
@@ -101,37 +82,79 @@ class JoinResult:
 
 
 class ClassicMember(GroupMember):
-    """A consumer in a classic group (see module docstring)."""
+    """A consumer in a classic group (see module docstring); the group protocol of the
+    join engine (``protocol_type``, :meth:`metadata`, :meth:`assign`)."""
+
+    protocol_type = PROTOCOL_TYPE
+    fatal_hints: Mapping[int, str] = _FATAL_JOIN
 
     def __init__(self, consumer: Consumer) -> None:
         super().__init__(consumer)
         c = self.config
         self.assignors = make_assignors(c["partition.assignment.strategy"])
         self.cooperative = is_cooperative(self.assignors)
-        self.session_timeout_ms: int = c["session.timeout.ms"]
-        self.rebalance_timeout_ms: int = c["max.poll.interval.ms"]
-        self.heartbeat_interval: float = c["heartbeat.interval.ms"] / 1000
-        if c["heartbeat.interval.ms"] >= self.session_timeout_ms:
+        if c["heartbeat.interval.ms"] >= c["session.timeout.ms"]:
             raise ConfigError(
                 f"heartbeat.interval.ms={c['heartbeat.interval.ms']} must be lower than "
-                f"session.timeout.ms={self.session_timeout_ms} (a third of it is usual)")
-        self.state = State.UNJOINED
-        self.generation = -1
-        self.protocol: str | None = None
-        self.leader_id = ""
-        self.rejoin_needed = True
-        self.lost = False
+                f"session.timeout.ms={c['session.timeout.ms']} (a third of it is usual)")
+        self.engine = GroupEngine(self.coordinator, self, JoinSettings(
+            session_timeout_ms=c["session.timeout.ms"],
+            rebalance_timeout_ms=c["max.poll.interval.ms"],
+            heartbeat_interval_ms=c["heartbeat.interval.ms"],
+            request_timeout_ms=c["request.timeout.ms"],
+            retry_backoff_ms=c["retry.backoff.ms"],
+            retry_backoff_max_ms=c["retry.backoff.max.ms"],
+            instance_id=self.instance_id,
+            poll_timeout_ms=c["max.poll.interval.ms"],
+        ), wake=self.wake_poll, on_fatal=self.fail, last_poll=lambda: self.last_poll)
         self.previous: set[TopicPartition] = set()  # last assignment (sticky user data)
         self.joined_topics: set[str] = set()
         self.assigned_counts: dict[str, int] | None = None  # leader: partitions it assigned
         self.rebalances = 0
         self._join_task: asyncio.Task[JoinResult] | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        self._hb_wakeup = asyncio.Event()
+
+    # --- the engine's state, as the consumer reads it ---------------------------------------
+
+    @property
+    def member_id(self) -> str:
+        return self.engine.member_id
+
+    @member_id.setter
+    def member_id(self, value: str) -> None:
+        self.engine.member_id = value
+
+    @property
+    def lost(self) -> bool:
+        return self.engine.lost
+
+    @lost.setter
+    def lost(self, value: bool) -> None:
+        self.engine.lost = value
+
+    @property
+    def generation(self) -> int:
+        return self.engine.generation
+
+    @property
+    def state(self) -> State:
+        return self.engine.state
+
+    @property
+    def protocol(self) -> str | None:
+        return self.engine.protocol_name
+
+    @property
+    def leader_id(self) -> str:
+        return self.engine.leader_id
+
+    @property
+    def rejoin_needed(self) -> bool:
+        return self.engine.rejoin_needed
 
     @property
     def is_leader(self) -> bool:
-        return bool(self.member_id) and self.leader_id == self.member_id
+        return self.engine.is_leader
 
     # --- commit identity --------------------------------------------------------------------
 
@@ -155,26 +178,12 @@ class ClassicMember(GroupMember):
             self.fail(BrokerError(code, _FATAL_JOIN[ErrorCode.fenced_instance_id],
                                   f"group {self.group_id!r}"))
         elif self.state is State.STABLE:
-            self._lose(code, "a commit was refused")
+            self.engine.lose(code, "a commit was refused")
 
     # --- subscription changes ---------------------------------------------------------------
 
     def request_rejoin(self, reason: str) -> None:
-        if not self.rejoin_needed:
-            log.info("group %s: rejoining: %s", self.group_id, reason)
-        self.rejoin_needed = True
-        self.wake_poll()
-
-    def _lose(self, code: int, reason: str) -> None:
-        """The coordinator no longer counts this member: partitions are lost, rejoin."""
-        log.warning("group %s: member %s lost its membership (%s: %s)", self.group_id,
-                    self.member_id, ErrorCode(code).name.upper(), reason)
-        if code == ErrorCode.unknown_member_id:
-            self.member_id = ""
-        self.generation = -1
-        self.state = State.UNJOINED
-        self.lost = True
-        self.request_rejoin(reason)
+        self.engine.request_rejoin(reason)
 
     # --- poll -------------------------------------------------------------------------------
 
@@ -199,9 +208,9 @@ class ClassicMember(GroupMember):
                 await self._complete(result)
         if self._join_task is None and (self.rejoin_needed or self.state is State.UNJOINED):
             await self._prepare()
-            self.state = State.JOINING
+            self.engine.begin_join()
             self._join_task = asyncio.get_running_loop().create_task(
-                self._join_loop(), name=f"moldau-join-{self.group_id}")
+                self.engine.join(self._positions), name=f"moldau-join-{self.group_id}")
             self._join_task.add_done_callback(lambda _t: self.wake_poll())
         if self.state is State.STABLE:
             self.maybe_auto_commit()
@@ -225,47 +234,32 @@ class ClassicMember(GroupMember):
             gone = {tp for tp in self.owned if not self.subscription.matches(tp.topic)}
             await self.revoke(gone)
         # A commit refused above (some brokers refuse them once a rebalance began) marks the
-        # membership lost and asks for a rejoin: that is the join about to start, not another.
-        self.rejoin_needed = False
-        self.lost = False
+        # membership lost and asks for a rejoin: that is the join about to start, not another
+        # (begin_join clears both).
 
     async def _complete(self, result: JoinResult) -> None:
         """Step 3: apply the assignment the rebalance produced."""
-        self.state = State.STABLE
+        self.engine.complete()
         self.rebalances += 1
         log.info("group %s: generation %d, member %s%s, assigned %s", self.group_id,
                  result.generation, result.member_id, " (leader)" if self.is_leader else "",
                  sorted(result.assignment))
         revoked = await self.assign_partitions(result.assignment, result.committed)
         self.previous = set(result.assignment)
-        self._hb_wakeup.set()
+        self.engine.heartbeat_now()
         if revoked and self.cooperative:
             self.request_rejoin(f"cooperative rebalance: {len(revoked)} partition(s) revoked")
 
-    # --- join -------------------------------------------------------------------------------
+    # --- the group protocol: what the engine asks a consumer --------------------------------
 
-    async def _join_loop(self) -> JoinResult:
-        attempt = 0
-        while True:
-            try:
-                return await self._join_once()
-            except _Rejoin as again:
-                log.debug("group %s: joining again: %s", self.group_id, again)
-                if not again.pause:
-                    continue
-                error: BaseException = again
-            except Exception as exc:
-                if not getattr(exc, "retriable", False):
-                    raise
-                error = exc
-            pause = backoff_ms(attempt, self.config["retry.backoff.ms"],
-                               self.config["retry.backoff.max.ms"]) / 1000
-            log.debug("group %s: join failed (%s), retrying in %.2fs", self.group_id, error,
-                      pause)
-            attempt += 1
-            await asyncio.sleep(pause)
-
-    def _metadata(self, topics: list[str]) -> list[tuple[str, bytes]]:
+    async def metadata(self) -> list[tuple[str, bytes]]:
+        """Resolve the subscription and offer it once per assignor (preference order)."""
+        assert self.subscription is not None
+        if self.subscription.is_pattern:
+            await self.cluster.refresh(all_topics=True)
+        topics = sorted(self.subscription.resolve(self.cluster))
+        self.joined_topics = set(topics)
+        self.cluster.add_topics(topics)
         owned = sorted(self.owned) if self.cooperative else []
         rack = self.config["client.rack"] or None
         return [(a.name, encode_subscription(
@@ -273,70 +267,9 @@ class ClassicMember(GroupMember):
             user_data=a.user_data(sorted(self.previous), self.generation),
         )) for a in self.assignors]
 
-    def _check(self, code: int, what: str) -> None:
-        """Turn a JoinGroup/SyncGroup error into a rejoin, a retry or a fatal error."""
-        if not code:
-            return
-        if code == ErrorCode.unknown_member_id:
-            self.member_id = ""
-            self.generation = -1
-            raise _Rejoin(f"{what}: UNKNOWN_MEMBER_ID")
-        if code == ErrorCode.illegal_generation:
-            self.generation = -1
-            raise _Rejoin(f"{what}: ILLEGAL_GENERATION")
-        if code == ErrorCode.rebalance_in_progress:
-            raise _Rejoin(f"{what}: REBALANCE_IN_PROGRESS")
-        if code in COORDINATOR_ERRORS:
-            self.coordinator.mark_unknown()
-            raise _Rejoin(f"{what}: {ErrorCode(code).name.upper()}", pause=True)
-        hint = _FATAL_JOIN.get(ErrorCode(code), "")
-        raise BrokerError(code, hint, f"{what} for group {self.group_id!r}")
-
-    async def _join_once(self) -> JoinResult:
-        assert self.subscription is not None
-        if self.subscription.is_pattern:
-            await self.cluster.refresh(all_topics=True)
-        topics = sorted(self.subscription.resolve(self.cluster))
-        self.joined_topics = set(topics)
-        self.cluster.add_topics(topics)
-        wait_ms = max(self.config["request.timeout.ms"], self.rebalance_timeout_ms + 5000)
-        if self.instance_id is not None:
-            conn = await self.coordinator.connection()
-            conn.versions.require(ApiKey.JOIN_GROUP, 5,
-                                  what="static membership (group.instance.id)")
-        response = await self.coordinator.request(ApiKey.JOIN_GROUP, requests.join_group(
-            self.group_id, self.member_id, self.instance_id, self.session_timeout_ms,
-            self.rebalance_timeout_ms, self._metadata(topics),
-        ), timeout_ms=wait_ms)
-        if response.error_code == ErrorCode.member_id_required:
-            self.member_id = response.member_id
-            raise _Rejoin("MEMBER_ID_REQUIRED: joining with the member id the group gave")
-        self._check(response.error_code, "JoinGroup")
-        self.generation = response.generation_id
-        self.member_id = response.member_id
-        self.protocol = response.protocol_name
-        self.leader_id = response.leader
-        assignments: list[tuple[str, bytes]] = []
-        if self.is_leader:
-            assignments = await self._lead(response.protocol_name, response.members)
-        sync = await self.coordinator.request(ApiKey.SYNC_GROUP, requests.sync_group(
-            self.group_id, self.generation, self.member_id, self.instance_id, self.protocol,
-            assignments,
-        ), timeout_ms=wait_ms)
-        self._check(sync.error_code, "SyncGroup")
-        try:
-            partitions, _user_data = decode_assignment(sync.assignment)
-        except ValueError as exc:
-            raise BrokerError(ErrorCode.inconsistent_group_protocol, str(exc),
-                              f"SyncGroup for group {self.group_id!r}") from None
-        assignment = set(partitions)
-        new = assignment - self.owned
-        committed = await self.committed(new) if new else {}
-        return JoinResult(self.generation, self.member_id, self.protocol or "",
-                          self.leader_id, assignment, committed)
-
-    async def _lead(self, protocol: str, members: Any) -> list[tuple[str, bytes]]:
-        """Run the chosen assignor over every member's subscription."""
+    async def assign(self, protocol: str, members: Sequence[JoinedMember]
+                     ) -> dict[str, bytes]:
+        """Leader: run the chosen assignor over every member's subscription."""
         assignor = next((a for a in self.assignors if a.name == protocol), None)
         if assignor is None:
             raise BrokerError(ErrorCode.inconsistent_group_protocol,
@@ -344,13 +277,12 @@ class ClassicMember(GroupMember):
                               "member does not have", f"group {self.group_id!r}")
         subs: list[MemberSubscription] = []
         for m in members:
-            instance = getattr(m, "group_instance_id", None)
             try:
-                subs.append(decode_subscription(m.member_id, m.metadata, instance))
+                subs.append(decode_subscription(m.member_id, m.metadata, m.instance_id))
             except ValueError as exc:
                 log.warning("group %s: member %s sent a subscription we cannot read (%s); "
                             "it gets no partitions", self.group_id, m.member_id, exc)
-                subs.append(MemberSubscription(m.member_id, (), instance_id=instance))
+                subs.append(MemberSubscription(m.member_id, (), instance_id=m.instance_id))
         wanted = sorted({t for s in subs for t in s.topics})
         self.cluster.add_topics(wanted)
         try:
@@ -364,7 +296,21 @@ class ClassicMember(GroupMember):
         result = assignor.assign(counts, subs)
         log.debug("group %s: leader assigned %s", self.group_id,
                   {m: sorted(tps) for m, tps in result.items()})
-        return [(s.member_id, encode_assignment(result.get(s.member_id, []))) for s in subs]
+        return {s.member_id: encode_assignment(result.get(s.member_id, [])) for s in subs}
+
+    async def _positions(self, joined: Joined) -> JoinResult:
+        """After SyncGroup (still in the join task): decode the assignment and find where
+        new partitions start."""
+        try:
+            partitions, _user_data = decode_assignment(joined.assignment)
+        except ValueError as exc:
+            raise BrokerError(ErrorCode.inconsistent_group_protocol, str(exc),
+                              f"SyncGroup for group {self.group_id!r}") from None
+        assignment = set(partitions)
+        new = assignment - self.owned
+        committed = await self.committed(new) if new else {}
+        return JoinResult(joined.generation, joined.member_id, joined.protocol,
+                          joined.leader_id, assignment, committed)
 
     # --- background: heartbeats and metadata ------------------------------------------------
 
@@ -372,56 +318,10 @@ class ClassicMember(GroupMember):
         if not self._tasks:
             loop = asyncio.get_running_loop()
             self._tasks = [
-                loop.create_task(self._heartbeat_loop(), name=f"moldau-hb-{self.group_id}"),
+                loop.create_task(self.engine.heartbeat_loop(),
+                                 name=f"moldau-hb-{self.group_id}"),
                 loop.create_task(self._metadata_loop(), name=f"moldau-md-{self.group_id}"),
             ]
-
-    async def _heartbeat_loop(self) -> None:
-        last_ok = time.monotonic()
-        while True:
-            await wait_event(self._hb_wakeup, self.heartbeat_interval)
-            self._hb_wakeup.clear()
-            if self.state is not State.STABLE or self._join_task is not None:
-                last_ok = time.monotonic()
-                continue
-            if time.monotonic() - self.last_poll > self.rebalance_timeout_ms / 1000:
-                log.warning(
-                    "group %s: poll() was not called within max.poll.interval.ms=%d; "
-                    "leaving the group (processing records takes too long: raise "
-                    "max.poll.interval.ms or lower max.poll.records)",
-                    self.group_id, self.rebalance_timeout_ms)
-                await self._leave("consumer poll timeout expired")
-                self.lost = True
-                self.request_rejoin("poll timeout expired")
-                continue
-            try:
-                response = await self.coordinator.request(ApiKey.HEARTBEAT, requests.heartbeat(
-                    self.group_id, self.generation, self.member_id, self.instance_id))
-            except Exception as exc:
-                log.debug("group %s: heartbeat failed: %s", self.group_id, exc)
-                if time.monotonic() - last_ok > self.session_timeout_ms / 1000:
-                    self.coordinator.mark_unknown()
-                await asyncio.sleep(self.config["retry.backoff.ms"] / 1000)
-                self._hb_wakeup.set()
-                continue
-            if self.state is not State.STABLE or self._join_task is not None:
-                continue  # the answer is about a generation that has ended
-            code = response.error_code
-            if not code:
-                last_ok = time.monotonic()
-            elif code == ErrorCode.rebalance_in_progress:
-                last_ok = time.monotonic()
-                self.request_rejoin("the coordinator started a rebalance")
-            elif code in (ErrorCode.unknown_member_id, ErrorCode.illegal_generation):
-                self._lose(code, "heartbeat")
-            elif code == ErrorCode.fenced_instance_id:
-                self.fail(BrokerError(code, _FATAL_JOIN[ErrorCode.fenced_instance_id],
-                                      f"heartbeat of group {self.group_id!r}"))
-            elif code in COORDINATOR_ERRORS:
-                self.coordinator.mark_unknown()
-            else:
-                log.warning("group %s: heartbeat answered %s", self.group_id,
-                            ErrorCode(code).name.upper())
 
     async def _metadata_loop(self) -> None:
         interval = self.config["metadata.max.age.ms"] / 1000
@@ -446,24 +346,6 @@ class ClassicMember(GroupMember):
 
     # --- leaving ----------------------------------------------------------------------------
 
-    async def _leave(self, reason: str) -> None:
-        """LeaveGroup (dynamic members only: a static member's partitions wait for it
-        until its session times out, KIP-345), then forget the generation."""
-        if self.instance_id is None and self.member_id and self.coordinator.known:
-            try:
-                response = await self.coordinator.request(
-                    ApiKey.LEAVE_GROUP, requests.leave_group(self.group_id, self.member_id, reason),
-                    timeout_ms=min(self.config["request.timeout.ms"], 5000))
-                if response.error_code:
-                    log.debug("group %s: LeaveGroup answered %s", self.group_id,
-                              ErrorCode(response.error_code).name.upper())
-            except Exception as exc:
-                log.debug("group %s: LeaveGroup failed: %s", self.group_id, exc)
-        if self.instance_id is None:
-            self.member_id = ""
-        self.generation = -1
-        self.state = State.UNJOINED
-
     async def _stop_tasks(self) -> None:
         tasks = [self._join_task, *self._tasks]
         self._join_task, self._tasks = None, []
@@ -476,8 +358,8 @@ class ClassicMember(GroupMember):
             await self.revoke(set(self.owned), lost=self.lost)
         elif self.owned:
             await self.revoke(set(self.owned), lost=True)
-        await self._leave("the consumer unsubscribed")
-        self.rejoin_needed = True
+        await self.engine.leave("the consumer unsubscribed")
+        self.engine.rejoin_needed = True
         self._forget_subscription()
 
     async def close(self, consumer: Consumer) -> None:
@@ -487,5 +369,5 @@ class ClassicMember(GroupMember):
         if self.subscription is not None:
             stable = self.state is State.STABLE and not self.lost
             await self.revoke(set(self.owned), lost=not stable)
-            await self._leave("the consumer is closing")
+            await self.engine.leave("the consumer is closing")
         await super().close(consumer)

@@ -59,6 +59,11 @@ class _RetryCommit(BrokerError):
 class GroupMember:
     """Commits for ``group.id`` without membership; base of the real memberships."""
 
+    # Class-level defaults: a membership may keep them elsewhere (the classic one keeps them
+    # in its join engine and reads them through properties).
+    member_id: str = ""
+    lost: bool = False
+
     def __init__(self, consumer: Consumer) -> None:
         self.consumer = consumer
         self.cluster = consumer.cluster
@@ -69,8 +74,6 @@ class GroupMember:
         self.subscription: TopicSubscription | None = None
         self.listener = RebalanceListener()
         self.owned: set[TopicPartition] = set()
-        self.member_id = ""
-        self.lost = False
         self.fatal: BaseException | None = None
         self.auto_commit: bool = self.config["enable.auto.commit"]
         self.last_poll = time.monotonic()

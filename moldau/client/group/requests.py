@@ -12,32 +12,34 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .consumer_protocol import PROTOCOL_TYPE
-
 
 def join_group(group_id: str, member_id: str, instance_id: str | None, session_ms: int,
-               rebalance_ms: int, protocols: Iterable[tuple[str, bytes]]) -> dict[str, Any]:
+               rebalance_ms: int, protocols: Iterable[tuple[str, bytes]], *,
+               protocol_type: str) -> dict[str, Any]:
+    """JoinGroup of a member offering ``protocols`` (name, metadata) of ``protocol_type``
+    ("consumer" for consumers, "sr" for the schema registry's election, ...)."""
     return {
         "group_id": group_id,
         "session_timeout": session_ms,
         "rebalance_timeout": rebalance_ms,
         "member_id": member_id,
         "group_instance_id": instance_id,
-        "protocol_type": PROTOCOL_TYPE,
+        "protocol_type": protocol_type,
         "protocols": [{"name": name, "metadata": metadata} for name, metadata in protocols],
         "reason": None,
     }
 
 
 def sync_group(group_id: str, generation: int, member_id: str, instance_id: str | None,
-               protocol: str | None, assignments: Iterable[tuple[str, bytes]]
-               ) -> dict[str, Any]:
+               protocol: str | None, assignments: Iterable[tuple[str, bytes]], *,
+               protocol_type: str) -> dict[str, Any]:
+    """SyncGroup: the leader sends every member's assignment, the others none."""
     return {
         "group_id": group_id,
         "generation_id": generation,
         "member_id": member_id,
         "group_instance_id": instance_id,
-        "protocol_type": PROTOCOL_TYPE,
+        "protocol_type": protocol_type,
         "protocol_name": protocol,
         "assignments": [{"member_id": m, "assignment": a} for m, a in assignments],
     }

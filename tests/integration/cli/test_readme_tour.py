@@ -10,6 +10,7 @@ consumer in ``mygroup`` for the session timeout, so the next command of the tour
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from moldau.testing.rest import PlatformBrokerProcess
 from moldau.testing.runner import BrokerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -46,14 +48,22 @@ def block_with(language: str, needle: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def make_run_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """``make run``'s broker: the embedded server.properties, on a free port and a temporary
-    data directory instead of localhost:9092 and ./data."""
+def make_run_broker(tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[PlatformBrokerProcess]:
+    """``make run``'s broker: the embedded server.properties and make run's overrides (schema
+    registry, REST Proxy), on free ports and a temporary data directory instead of
+    localhost:9092/8081/8082 and ./data."""
     data = tmp_path_factory.mktemp("make-run") / "data"
     text = EMBEDDED.read_text()
     text = re.sub(r"^listeners=.*$", "listeners=PLAINTEXT://127.0.0.1:0", text, flags=re.M)
     text = re.sub(r"^log\.dirs=.*$", f"log.dirs={data}", text, flags=re.M)
-    broker = BrokerProcess(data, config_text=text)
+    # make run's overrides, on free ports
+    makefile = (ROOT / "Makefile").read_text()
+    assert "schema.registry.listeners=http://localhost:8081" in makefile
+    assert "rest.proxy.listeners=http://localhost:8082" in makefile
+    text += ("\nschema.registry.listeners=http://127.0.0.1:0"
+             "\nrest.proxy.listeners=http://127.0.0.1:0\n")
+    broker = PlatformBrokerProcess(data, config_text=text)
     broker.start()
     yield broker
     broker.stop()
@@ -66,6 +76,8 @@ def run_shell(command: str, broker: BrokerProcess, cwd: Path) -> subprocess.Comp
     if command.startswith("kcat ") and shutil.which("kcat") is None:
         pytest.fail("kcat is not installed (make test installs it)", pytrace=False)
     line = command.replace("localhost:9092", broker.bootstrap)
+    if isinstance(broker, PlatformBrokerProcess):
+        line = line.replace("http://localhost:8081", broker.registry_url)
     line = line.replace(".venv/bin/", f"{Path(sys.executable).parent}/")
     done = subprocess.run(["bash", "-o", "pipefail", "-c", line], cwd=cwd, capture_output=True,
                           text=True, timeout=120)
@@ -92,18 +104,42 @@ def test_the_tour_runs_in_order(make_run_broker: BrokerProcess, tmp_path: Path) 
     described = [run_shell(c, make_run_broker, tmp_path) for c in local][-1]
     assert "retention.ms=3600000" in described.stdout
 
+    # Seed 004's REST Proxy commands, against make run's proxy (a read may answer [] while
+    # the instance joins its group: the README says to run it again).
+    rest = commands(block_with("sh", "localhost:8082/topics/jsontest"))
+    hostport = make_run_broker.rest_url.split("://", 1)[1]
+    answers = [run_shell(c.replace("localhost:8082", hostport), make_run_broker, tmp_path)
+               for c in rest]
+    assert '"partition":0,"offset":0' in answers[0].stdout
+    for _ in range(30):
+        if answers[-1].stdout != "[]":
+            break
+        answers.append(run_shell(rest[-1].replace("localhost:8082", hostport),
+                                 make_run_broker, tmp_path))
+    assert answers[-1].stdout == ('[{"topic":"jsontest","key":null,"value":{"foo":"bar"},'
+                                  '"partition":0,"offset":0}]')
+    assert "make run" in README.read_text().split(rest[0].split()[0], 1)[0][-3000:]
+
     # Seed 004's Python code: the README says how to get confluent-kafka (the pinned version).
     snippet = block_with("python", "from confluent_kafka import")
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"]["test"]
-    [pin] = [r for r in extras if r.startswith("confluent-kafka==")]
-    assert f"`.venv/bin/pip install {pin}`" in README.read_text()
+    [pin] = [r for r in extras if r.startswith("confluent-kafka")]
+    assert f"`.venv/bin/pip install '{pin}'`" in README.read_text()
     script = tmp_path / "seed004.py"
     script.write_text(snippet.replace("localhost:9092", make_run_broker.bootstrap))
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "b'{\"foo\":\"bar\"}'\n"
+
+    # Schemas: register, read back, Avro records through the registry.
+    schemas = [run_shell(c, make_run_broker, tmp_path)
+               for c in commands(block_with("sh", "subjects/tags-value/versions"))]
+    assert json.loads(schemas[0].stdout)["id"] == 1
+    latest = json.loads(schemas[1].stdout)
+    assert latest["subject"] == "tags-value" and latest["version"] == 1
+    assert json.loads(schemas[-1].stdout) == {"id": 7}
 
     # Consumer groups: right after the snippet, as a newcomer goes on.
     groups = [run_shell(c, make_run_broker, tmp_path)

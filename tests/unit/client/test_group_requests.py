@@ -31,8 +31,10 @@ OFFSETS = {TP("t", 0): OffsetAndMetadata(5, "m", 3), TP("t", 1): OffsetAndMetada
 
 BODIES: dict[int, Any] = {
     ApiKey.JOIN_GROUP: requests.join_group(
-        "g", "m", "inst", 10000, 30000, [("range", encode_subscription(["t"]))]),
-    ApiKey.SYNC_GROUP: requests.sync_group("g", 3, "m", "inst", "range", [("m", b"x")]),
+        "g", "m", "inst", 10000, 30000, [("range", encode_subscription(["t"]))],
+        protocol_type="consumer"),
+    ApiKey.SYNC_GROUP: requests.sync_group("g", 3, "m", "inst", "range", [("m", b"x")],
+                                               protocol_type="consumer"),
     ApiKey.HEARTBEAT: requests.heartbeat("g", 3, "m", None),
     ApiKey.LEAVE_GROUP: requests.leave_group("g", "m", "closing"),
     ApiKey.OFFSET_COMMIT: commit_body("g", 3, "m", None, OFFSETS, IDS),
