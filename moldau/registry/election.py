@@ -228,9 +228,15 @@ class PrimaryElection:
     @property
     def primary_url(self) -> str | None:
         """Where writes go (None: unknown, or this instance is still catching up)."""
-        if self.primary is None or (self._elected and not self.is_primary):
+        if self.primary is None or self.catching_up:
             return None
         return self.primary.url
+
+    @property
+    def catching_up(self) -> bool:
+        """Named primary, still reading the store before it acts (:attr:`primary_url` is
+        None meanwhile)."""
+        return self._elected and not self.is_primary
 
     def add_listener(self, listener: Listener) -> None:
         """``listener(election)`` (function or coroutine function) after every change of

@@ -57,9 +57,11 @@ def member(broker: InProcessBroker, group: str, port: int, *, eligible: bool = T
 
 def agreed(elections: Sequence[PrimaryElection]) -> str | bool | None:
     """The primary URL every member agrees on (None: agreed there is none), or False while
-    they disagree or a rebalance is still running."""
+    they disagree, a rebalance is still running or the named primary still catches up."""
     if any(not e.member.stable or e.generation != e.member.generation for e in elections):
         return False  # rebalancing, or the new assignment is not applied yet
+    if any(e.catching_up for e in elections):
+        return False  # primary_url is None until the promotion task ends: not "no primary"
     if len({e.generation for e in elections}) != 1:
         return False
     primaries = [e for e in elections if e.is_primary]
