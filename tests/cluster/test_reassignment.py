@@ -235,6 +235,7 @@ def metadata_replicas(bootstrap: str, topic: str) -> list[int]:
     return list(metadata.topics[topic].partitions[0].replicas)
 
 
+@pytest.mark.slow  # ~33 s
 def test_cancel_and_a_controller_failover_mid_move(cluster_factory: ClusterFactory,
                                                    tmp_path: Path) -> None:
     """The state of a move is in ZooKeeper and Metadata while it lasts; ``--cancel`` puts the

@@ -23,6 +23,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from .conftest import ClusterFactory
 
 TIMEOUT = 90
@@ -90,6 +92,7 @@ def produce(bootstrap: str, topic: str, partitions: int) -> None:
     assert failures == []
 
 
+@pytest.mark.slow  # ~33 s
 def test_replicas_isr_log_dirs_and_a_killed_broker(cluster_factory: ClusterFactory) -> None:
     cluster = cluster_factory(3)
     bootstrap = cluster.bootstrap()

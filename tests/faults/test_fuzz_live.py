@@ -19,11 +19,14 @@ import os
 import random
 from pathlib import Path
 
+import pytest
+
 from tests.faults.fuzz.live import Fuzzer, Settings, parse_known
 
 INPUTS = int(os.environ.get("MOLDAU_FUZZ_INPUTS", "30000"))
 
 
+@pytest.mark.slow  # ~100 s: in make test's second (slow) pass
 def test_live_fuzz_short_run(tmp_path: Path) -> None:
     seed = int(os.environ.get("MOLDAU_FUZZ_SEED") or random.randrange(1 << 31))
     print(f"\n[fuzz] short run, seed {seed} (MOLDAU_FUZZ_SEED={seed} repeats it)")

@@ -35,6 +35,7 @@ def _pytest(env: dict[str, str], *args: str, timeout: float) -> subprocess.Compl
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow  # ~40 s
 @pytest.mark.timeout(900)
 def test_compat_slice_through_the_proxy() -> None:
     env = dict(os.environ, MOLDAU_COMPAT_ENDPOINT="moldau.testing.proxy:proxied_endpoint")

@@ -73,6 +73,7 @@ async def _all_expired(client: Client) -> None:
     raise AssertionError(f"{len(manager.instances)} instances still there")
 
 
+@pytest.mark.slow  # ~40 s
 def test_thousand_abandoned_instances_give_their_memory_back(broker: InProcessBroker) -> None:
     async def scenario() -> dict[str, Any]:
         async with proxy(broker.bootstrap, consumer_instance_timeout_ms=10000) as client:
