@@ -211,7 +211,8 @@ class ProducerStateManager:
             if pid < 0:
                 continue
             current = self.producers.get(pid)
-            if origin == ORIGIN_CLIENT and current is not None and not header.is_control:
+            if origin == ORIGIN_CLIENT and current is not None and not header.is_control \
+                    and not _opens_transaction(current, header):
                 dup = current.find_duplicate(
                     header.producer_epoch, header.base_sequence, header.last_sequence
                 )
@@ -498,4 +499,21 @@ def decode_snapshot(data: bytes) -> dict[int, ProducerStateEntry]:
     if pos != len(body):
         raise CorruptSnapshot("producer snapshot has trailing bytes")
     return out
+
+
+def _opens_transaction(entry: ProducerStateEntry, header: BatchHeader) -> bool:
+    """Whether ``header`` is a transactional batch of a producer with no transaction open on
+    this partition: then it is never a retry of a batch written here before.
+
+    Every batch of a transaction is acknowledged before the producer ends it (EndTxn comes
+    after the flush), so a batch matching a cached one across an end marker of the same
+    epoch is not a retry: it is a sequence number used again. librdkafka does that after
+    ``abort_transaction()`` purged a message whose request failed in transport but had been
+    written (it advances the sequence base past the purged message without an epoch bump).
+    Kafka answers such a batch as a duplicate, acknowledging records it never writes, and the
+    next commit loses them; here it is checked as a new batch (OUT_OF_ORDER_SEQUENCE_NUMBER:
+    the transaction aborts, nothing is lost). With KIP-890's transaction version 2 every
+    transaction ends with a new epoch, which clears the batches for the same reason.
+    """
+    return header.is_transactional and entry.current_txn_first_offset < 0
 

@@ -17,6 +17,7 @@ the final full read, all confluent-kafka, all writing to one :class:`~.history.H
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -49,7 +50,8 @@ class ClientSettings:
                                         else logging.NullHandler())
             handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
             logger.addHandler(handler)
-            logger.setLevel(logging.INFO)
+            logger.setLevel(logging.DEBUG if os.environ.get("MOLDAU_FAULTS_RDKAFKA_DEBUG")
+                            else logging.INFO)
         return logger
 
 

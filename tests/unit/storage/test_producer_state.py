@@ -138,6 +138,37 @@ def test_transactions_tracked(tmp_path):
     assert exc.value.code == ErrorCode.transaction_coordinator_fenced
 
 
+def test_a_retry_inside_the_open_transaction_is_a_duplicate(tmp_path):
+    log = open_log(str(tmp_path / "t-0"))
+    append(log, idem(0, transactional=True))
+    append(log, idem(2, transactional=True))
+    dup = append(log, idem(0, transactional=True))  # its answer was lost: a retry
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
+    assert log.log_end_offset == 4
+
+
+def test_a_sequence_used_again_after_the_transaction_ended_is_not_a_duplicate(tmp_path):
+    # librdkafka's abort_transaction() purges a message whose request failed in transport
+    # although the leader wrote it, and hands its sequence to the next transaction's first
+    # message (same epoch). Answering that as a duplicate acknowledges a record that is never
+    # written and the next commit loses it; checked as a new batch it is out of order and
+    # the transaction aborts.
+    log = open_log(str(tmp_path / "t-0"))
+    append(log, idem(0, transactional=True))
+    append(log, idem(2, count=1, transactional=True))  # written; the client never heard
+    append(log, control_batch(PID, 0, commit=False, coordinator_epoch=1),
+           origin=ORIGIN_COORDINATOR)
+    with pytest.raises(ProducerStateError) as exc:
+        append(log, idem(2, count=1, transactional=True))
+    assert exc.value.code == ErrorCode.out_of_order_sequence_number
+    assert log.log_end_offset == 4  # nothing written, nothing acknowledged
+    info = append(log, idem(3, count=1, transactional=True))  # in sequence: a new transaction
+    assert not info.duplicate and info.first_offset == 4
+    # Idempotent producers without transactions keep Kafka's duplicate window.
+    append(log, idem(0, pid=7))
+    assert append(log, idem(0, pid=7)).duplicate
+
+
 def test_clients_may_not_write_control_batches(tmp_path):
     from moldau.storage import InvalidRecord
 
