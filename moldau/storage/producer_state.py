@@ -511,8 +511,9 @@ def _opens_transaction(entry: ProducerStateEntry, header: BatchHeader) -> bool:
     ``abort_transaction()`` purged a message whose request failed in transport but had been
     written (it advances the sequence base past the purged message without an epoch bump).
     Kafka answers such a batch as a duplicate, acknowledging records it never writes, and the
-    next commit loses them; here it is checked as a new batch (OUT_OF_ORDER_SEQUENCE_NUMBER:
-    the transaction aborts, nothing is lost). With KIP-890's transaction version 2 every
+    next commit loses them; here it is checked as a new batch (OUT_OF_ORDER_SEQUENCE_NUMBER,
+    fatal to librdkafka: the application's new producer aborts the transaction in
+    ``init_transactions()``, nothing is lost). With KIP-890's transaction version 2 every
     transaction ends with a new epoch, which clears the batches for the same reason.
     """
     return header.is_transactional and entry.current_txn_first_offset < 0
