@@ -60,10 +60,16 @@ class WireTap:
         self._thread.join(10)
         self._loop.close()
 
-    def versions(self) -> dict[int, set[int]]:
-        """{api_key: versions used} since the last :meth:`reset`."""
+    def versions(self, client_id: str | None = None) -> dict[int, set[int]]:
+        """{api_key: versions used} since the last :meth:`reset` (by ``client_id`` only,
+        when given)."""
         out: dict[int, set[int]] = {}
-        for api_key, version in list(self.seen):
+        if client_id is None:
+            pairs = list(self.seen)
+        else:
+            pairs = [(key, version) for cid, key, version in list(self.by_client)
+                     if cid == client_id]
+        for api_key, version in pairs:
             out.setdefault(api_key, set()).add(version)
         return out
 
