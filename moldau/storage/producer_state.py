@@ -15,7 +15,9 @@ otherwise); within an epoch the first sequence must follow the last one, wrappin
 a producer with no state (new, expired, or its records deleted) may start at any sequence, so
 UNKNOWN_PRODUCER_ID is never raised here (Kafka stopped raising it from the log in 2.5,
 KIP-360). A non-transactional batch from a producer with an open transaction is
-INVALID_TXN_STATE. Replicated appends (followers, recovery) are not validated.
+INVALID_TXN_STATE. Replicated appends (followers, recovery) are not validated. Stricter than
+Kafka: a transactional batch of a producer with no transaction open on the partition is never
+answered as a duplicate (:func:`_opens_transaction` says why).
 
 Snapshots (``<20-digit offset>.snapshot``) use our own layout (Kafka's keeps only the last batch
 per producer, ours keeps all five), big-endian::

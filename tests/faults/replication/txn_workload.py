@@ -19,18 +19,13 @@ writing to one :class:`~.history.History` checked by :func:`.txn_checker.check_t
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
 from typing import Any
 
 from .history import History
-from .workload import ClientSettings, ConsumerWorker
-
-#: librdkafka debug contexts for the transactional producers (e.g. ``eos,msg``), written to
-#: the run's clients.log: ``MOLDAU_FAULTS_RDKAFKA_DEBUG``.
-DEBUG = os.environ.get("MOLDAU_FAULTS_RDKAFKA_DEBUG", "")
+from .workload import RDKAFKA_DEBUG, ClientSettings, ConsumerWorker
 
 __all__ = ["CommittedConsumer", "TxnProducerWorker", "final_committed_read"]
 
@@ -71,7 +66,7 @@ class TxnProducerWorker(threading.Thread):
             "retry.backoff.ms": 200, "retry.backoff.max.ms": 1000,
             "reconnect.backoff.max.ms": 1000, "socket.timeout.ms": 10000,
             "topic.metadata.refresh.interval.ms": 2000, "logger": s.client_logger(),
-            **({"debug": DEBUG} if DEBUG else {}),
+            **({"debug": RDKAFKA_DEBUG} if RDKAFKA_DEBUG else {}),
         }
 
     def _producer(self) -> Any:

@@ -28,6 +28,10 @@ from .history import History
 __all__ = ["ClientSettings", "ConsumerWorker", "ProducerWorker", "final_read"]
 
 
+#: librdkafka debug contexts (e.g. ``eos,msg``) for the transactional producers, written with
+#: the rest of librdkafka's log to the run's clients.log: ``MOLDAU_FAULTS_RDKAFKA_DEBUG``.
+RDKAFKA_DEBUG = os.environ.get("MOLDAU_FAULTS_RDKAFKA_DEBUG", "")
+
 @dataclass(frozen=True)
 class ClientSettings:
     """What the workload's clients are told."""
@@ -50,8 +54,7 @@ class ClientSettings:
                                         else logging.NullHandler())
             handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
             logger.addHandler(handler)
-            logger.setLevel(logging.DEBUG if os.environ.get("MOLDAU_FAULTS_RDKAFKA_DEBUG")
-                            else logging.INFO)
+            logger.setLevel(logging.DEBUG if RDKAFKA_DEBUG else logging.INFO)
         return logger
 
 
