@@ -20,9 +20,9 @@ import importlib
 import logging
 import pkgutil
 import struct
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..protocol.api_keys import ApiKey, api_name
 from ..protocol.entities import build
@@ -31,7 +31,7 @@ from ..protocol.messages import (
     RequestHeader,
     decode_request,
     decode_request_header,
-    encode_response,
+    encode_body,
     response_header_bytes,
     response_schema,
 )
@@ -41,6 +41,29 @@ log = logging.getLogger(__name__)
 
 _INT32 = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
+
+_Key = TypeVar("_Key", bound=Hashable)
+_Answer = TypeVar("_Answer")
+
+
+def answer_each(keys: Iterable[_Key], answer: Callable[[_Key], _Answer]) -> list[_Answer]:
+    """``answer(key)`` for every key of a request, in order, where a key asked for again
+    gets the very same object.
+
+    Kafka answers a repeated key once per occurrence, and so do we; but a describe request
+    of a few KiB can repeat one group, partition or config resource thousands of times, and
+    an answer computed and built per occurrence turned 80 KiB into 400 MiB of Python objects
+    (live fuzzer). Shared answers are computed once and, as the entity builder reuses one
+    entity for one object (:func:`~moldau.protocol.entities.build`), built once: only the
+    encoded response grows with the repetition, as it does on a JVM broker.
+    """
+    done: dict[_Key, _Answer] = {}
+    out = []
+    for key in keys:
+        if key not in done:
+            done[key] = answer(key)
+        out.append(done[key])
+    return out
 
 
 @dataclass(slots=True)
@@ -137,7 +160,8 @@ def encode_result(header: RequestHeader, result: Any) -> list[bytes | memoryview
         return None
     if isinstance(result, RawResponse):
         return frame_raw(header, result.body)
-    return [encode_response(header.api_key, header.api_version, header.correlation_id, result)]
+    # The body stays its own chunk: a large answer is not copied once more to prepend a header.
+    return frame_raw(header, encode_body(result))
 
 
 def parse_frame(frame: bytes | bytearray | memoryview

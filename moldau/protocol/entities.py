@@ -104,7 +104,16 @@ def _entity(cls: type) -> _Convert:
 
 def _entities(cls: type) -> _Convert:
     def convert(value: Any, strict: bool) -> Any:
-        return tuple([build(cls, item, strict=strict) for item in value])
+        # One entity per distinct item object: an answer a handler repeats (the same dict
+        # for a key asked for many times) is built once, not once per occurrence.
+        built: dict[int, Any] = {}
+        out = []
+        for item in value:
+            entity = built.get(id(item))
+            if entity is None:
+                entity = built[id(item)] = build(cls, item, strict=strict)
+            out.append(entity)
+        return tuple(out)
     return convert
 
 

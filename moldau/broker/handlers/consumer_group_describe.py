@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
-from ..dispatch import RequestContext, handler
+from ..dispatch import RequestContext, answer_each, handler
 from ..group.errors import GroupError
 from ..group.service import coordinator_of
 from .describe_groups import GROUP_OPERATIONS
@@ -22,8 +22,8 @@ _NOT_REQUESTED = -(2**31)
 @handler(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, 1)
 def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
     with_ops = bool(request.include_authorized_operations)
-    groups = []
-    for group_id in request.group_ids:
+
+    def describe(group_id: str) -> dict[str, Any]:
         try:
             coordinator = coordinator_of(ctx.broker)
             shard = coordinator.shard_of_group(group_id)
@@ -33,5 +33,7 @@ def handle_consumer_group_describe(ctx: RequestContext, request: Any) -> Any:
                      "group_id": group_id, "group_state": "", "group_epoch": 0,
                      "assignment_epoch": 0, "assignor_name": "", "members": []}
         entry["authorized_operations"] = GROUP_OPERATIONS if with_ops else _NOT_REQUESTED
-        groups.append(entry)
+        return entry
+
+    groups = answer_each(request.group_ids, describe)
     return ctx.respond({"throttle_time": 0, "groups": groups})

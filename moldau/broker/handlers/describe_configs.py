@@ -33,7 +33,7 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ..dispatch import RequestContext, handler
+from ..dispatch import RequestContext, answer_each, handler
 from ..metadata.configs import ConfigSource, ConfigType, broker_entries, topic_entries
 from ..metadata.records import BROKER_RESOURCE, TOPIC_RESOURCE
 from ..metadata.validation import validate_topic_name
@@ -114,15 +114,24 @@ def _describe(ctx: RequestContext, resource: Any, include_synonyms: bool,
 def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     include_synonyms = bool(request.include_synonyms)
     include_docs = bool(getattr(request, "include_documentation", False))
-    results = []
-    for resource in request.resources:
-        result = {"error_code": ErrorCode.none, "error_message": None,
+    def result(key: tuple[int, str, tuple[str, ...] | None]) -> dict[str, Any]:
+        resource = by_key[key]
+        answer = {"error_code": ErrorCode.none, "error_message": None,
                   "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name, "configs": []}
         try:
-            result["configs"] = _describe(ctx, resource, include_synonyms, include_docs)
+            answer["configs"] = _describe(ctx, resource, include_synonyms, include_docs)
         except _Refused as refused:
-            result["error_code"] = refused.code
-            result["error_message"] = refused.message
-        results.append(result)
+            answer["error_code"] = refused.code
+            answer["error_message"] = refused.message
+        return answer
+
+    by_key = {_resource_key(r): r for r in request.resources}
+    results = answer_each((_resource_key(r) for r in request.resources), result)
     return ctx.respond({"throttle_time": 0, "results": results})
+
+
+def _resource_key(resource: Any) -> tuple[int, str, tuple[str, ...] | None]:
+    keys = resource.configuration_keys
+    return (resource.resource_type, resource.resource_name,
+            None if keys is None else tuple(keys))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
-from ..dispatch import RequestContext, handler
+from ..dispatch import RequestContext, answer_each, handler
 from ..group.errors import GroupError
 from ..group.service import coordinator_of
 
@@ -26,8 +26,8 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8)
 @handler(ApiKey.DESCRIBE_GROUPS, 0, 5)
 def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
     with_ops = bool(getattr(request, "include_authorized_operations", False))
-    groups = []
-    for group_id in request.groups:
+
+    def describe(group_id: str) -> dict[str, Any]:
         try:
             coordinator = coordinator_of(ctx.broker)
             shard = coordinator.shard_of_group(group_id)
@@ -36,5 +36,7 @@ def handle_describe_groups(ctx: RequestContext, request: Any) -> Any:
             entry = {"error_code": exc.code, "group_id": group_id, "group_state": "",
                      "protocol_type": "", "protocol_data": "", "members": []}
         entry["authorized_operations"] = GROUP_OPERATIONS if with_ops else _NOT_REQUESTED
-        groups.append(entry)
+        return entry
+
+    groups = answer_each(request.groups, describe)
     return ctx.respond({"throttle_time": 0, "groups": groups})

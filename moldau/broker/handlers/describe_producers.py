@@ -20,7 +20,7 @@ from typing import Any
 
 from ...protocol.api_keys import ApiKey
 from ...protocol.errors import ErrorCode
-from ..dispatch import RequestContext, handler
+from ..dispatch import RequestContext, answer_each, handler
 
 
 def _answer(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
@@ -41,7 +41,8 @@ def _answer(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
 
 @handler(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
 def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
-    topics = [{"name": t.name, "partitions": [_answer(ctx, t.name, index)
-                                              for index in t.partition_indexes]}
+    topics = [{"name": t.name,
+               "partitions": answer_each(t.partition_indexes,
+                                         lambda index, name=t.name: _answer(ctx, name, index))}
               for t in request.topics]
     return ctx.respond({"throttle_time": 0, "topics": topics})

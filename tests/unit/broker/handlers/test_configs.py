@@ -14,7 +14,7 @@ from moldau.broker.metadata.records import BROKER_RESOURCE, TOPIC_RESOURCE
 from moldau.protocol.api_keys import ApiKey
 from moldau.protocol.errors import ErrorCode as E
 
-from .fakes import FakeNode, call, fake_node
+from .fakes import FakeNode, call, fake_node, start
 
 SET, DELETE, APPEND = 0, 1, 2
 
@@ -128,6 +128,38 @@ def test_unknown_topics_and_resource_types(tmp_path: Path) -> None:
         assert code == E.unknown_topic_or_partition
         code, message = await incremental(node, 16, "x", ("k", SET, "v"))
         assert code == E.invalid_request and "supported" in message
+        await node.close()
+
+    asyncio.run(main())
+
+
+def test_a_resource_repeated_thousands_of_times_is_answered_each_time_and_built_once(
+        tmp_path: Path) -> None:
+    """Kafka answers a repeated resource once per occurrence. The live fuzzer's 5 KiB request
+    repeating the broker resource 1,000 times took the broker past 400 MiB while each copy was
+    described and built on its own: the answer is the same object for each copy."""
+    async def main() -> None:
+        node = await node_with_topic(tmp_path)
+        resources = [{"resource_type": BROKER_RESOURCE, "resource_name": "1",
+                      "configuration_keys": None}] * 3000 + [
+            {"resource_type": TOPIC_RESOURCE, "resource_name": "t",
+             "configuration_keys": ["retention.ms"]},
+            {"resource_type": BROKER_RESOURCE, "resource_name": "1",
+             "configuration_keys": ["log.retention.ms"]}]
+        started = start(node, ApiKey.DESCRIBE_CONFIGS, 4, {
+            "resources": resources, "include_synonyms": False,
+            "include_documentation": False})
+        results = started.result.results
+        assert len(results) == 3002
+        assert all(r is results[0] for r in results[:3000])
+        assert len(results[0].configs) > 100  # every broker key, described once
+        assert results[3001] is not results[0] and [c.name for c in results[3001].configs] == [
+            "log.retention.ms"]
+        answer = await started.answer()
+        assert [r["resource_name"] for r in answer["results"]] == ["1"] * 3000 + ["t", "1"]
+        assert answer["results"][2999] == answer["results"][0]
+        assert values(answer["results"][3000]) == {
+            "retention.ms": ("172800000", ConfigSource.STATIC_BROKER_CONFIG)}
         await node.close()
 
     asyncio.run(main())

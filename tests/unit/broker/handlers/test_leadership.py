@@ -741,6 +741,14 @@ def test_describe_producers_answers_from_the_local_replica(tmp_path: Path) -> No
         assert (by_index[2]["error_code"], by_index[2]["active_producers"]) == (E.none, [])
         assert by_index[0]["error_code"] == E.not_leader_or_follower
         assert by_index[9]["error_code"] == E.unknown_topic_or_partition
+        # A partition asked for 5,000 times (the live fuzzer's amplifier: 80 KiB of request,
+        # 400 MiB of broker) is answered 5,000 times from one answer object.
+        started = start(node, ApiKey.DESCRIBE_PRODUCERS, 0, {"topics": [
+            {"name": "t", "partition_indexes": [1] * 5000 + [9]}]})
+        partitions = started.result.topics[0].partitions
+        assert len(partitions) == 5001 and all(p is partitions[0] for p in partitions[:5000])
+        repeated = (await started.answer())["topics"][0]["partitions"]
+        assert repeated[:5000] == [by_index[1]] * 5000 and repeated[5000] == by_index[9]
         await node.close()
 
     run(main())
