@@ -42,13 +42,14 @@ log = logging.getLogger(__name__)
 _INT32 = struct.Struct(">i")
 _KEY_VERSION = struct.Struct(">hh")
 
-_Key = TypeVar("_Key", bound=Hashable)
+_Item = TypeVar("_Item")
 _Answer = TypeVar("_Answer")
 
 
-def answer_each(keys: Iterable[_Key], answer: Callable[[_Key], _Answer]) -> list[_Answer]:
-    """``answer(key)`` for every key of a request, in order, where a key asked for again
-    gets the very same object.
+def answer_each(items: Iterable[_Item], answer: Callable[[_Item], _Answer],
+                key: Callable[[_Item], Hashable] = lambda item: item) -> list[_Answer]:
+    """``answer(item)`` for every item of a request, in order, where an item whose ``key``
+    was seen before gets the very same object.
 
     Kafka answers a repeated key once per occurrence, and so do we; but a describe request
     of a few KiB can repeat one group, partition or config resource thousands of times, and
@@ -57,12 +58,13 @@ def answer_each(keys: Iterable[_Key], answer: Callable[[_Key], _Answer]) -> list
     entity for one object (:func:`~moldau.protocol.entities.build`), built once: only the
     encoded response grows with the repetition, as it does on a JVM broker.
     """
-    done: dict[_Key, _Answer] = {}
+    done: dict[Hashable, _Answer] = {}
     out = []
-    for key in keys:
-        if key not in done:
-            done[key] = answer(key)
-        out.append(done[key])
+    for item in items:
+        seen = key(item)
+        if seen not in done:
+            done[seen] = answer(item)
+        out.append(done[seen])
     return out
 
 

@@ -114,8 +114,8 @@ def _describe(ctx: RequestContext, resource: Any, include_synonyms: bool,
 def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
     include_synonyms = bool(request.include_synonyms)
     include_docs = bool(getattr(request, "include_documentation", False))
-    def result(key: tuple[int, str, tuple[str, ...] | None]) -> dict[str, Any]:
-        resource = by_key[key]
+
+    def result(resource: Any) -> dict[str, Any]:
         answer = {"error_code": ErrorCode.none, "error_message": None,
                   "resource_type": resource.resource_type,
                   "resource_name": resource.resource_name, "configs": []}
@@ -126,8 +126,7 @@ def handle_describe_configs(ctx: RequestContext, request: Any) -> Any:
             answer["error_message"] = refused.message
         return answer
 
-    by_key = {_resource_key(r): r for r in request.resources}
-    results = answer_each((_resource_key(r) for r in request.resources), result)
+    results = answer_each(request.resources, result, key=_resource_key)
     return ctx.respond({"throttle_time": 0, "results": results})
 
 

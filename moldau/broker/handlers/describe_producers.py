@@ -16,6 +16,7 @@ Left out: ACL checks (Kafka requires READ on the topic).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from ...protocol.api_keys import ApiKey
@@ -42,7 +43,6 @@ def _answer(ctx: RequestContext, topic: str, index: int) -> dict[str, Any]:
 @handler(ApiKey.DESCRIBE_PRODUCERS, 0, 0)
 def handle_describe_producers(ctx: RequestContext, request: Any) -> Any:
     topics = [{"name": t.name,
-               "partitions": answer_each(t.partition_indexes,
-                                         lambda index, name=t.name: _answer(ctx, name, index))}
+               "partitions": answer_each(t.partition_indexes, partial(_answer, ctx, t.name))}
               for t in request.topics]
     return ctx.respond({"throttle_time": 0, "topics": topics})
