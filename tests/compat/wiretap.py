@@ -31,7 +31,6 @@ class WireTap:
     """Relay 127.0.0.1:<port> to an upstream broker and count (api_key, version) requests."""
 
     def __init__(self) -> None:
-        self.seen: Counter[tuple[int, int]] = Counter()
         self.by_client: Counter[tuple[str, int, int]] = Counter()
         self.upstream_port = 0
         self._loop = asyncio.new_event_loop()
@@ -64,17 +63,12 @@ class WireTap:
         """{api_key: versions used} since the last :meth:`reset` (by ``client_id`` only,
         when given)."""
         out: dict[int, set[int]] = {}
-        if client_id is None:
-            pairs = list(self.seen)
-        else:
-            pairs = [(key, version) for cid, key, version in list(self.by_client)
-                     if cid == client_id]
-        for api_key, version in pairs:
-            out.setdefault(api_key, set()).add(version)
+        for cid, api_key, version in list(self.by_client):
+            if client_id is None or cid == client_id:
+                out.setdefault(api_key, set()).add(version)
         return out
 
     def reset(self) -> None:
-        self.seen.clear()
         self.by_client.clear()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -97,7 +91,6 @@ class WireTap:
                 size, api_key, version = _REQUEST_HEAD.unpack_from(head)
                 (id_len,) = struct.unpack_from(">h", head, 12)
                 client_id = await reader.readexactly(max(id_len, 0))
-                self.seen[(api_key, version)] += 1
                 self.by_client[(client_id.decode(errors="replace"), api_key, version)] += 1
                 writer.write(head + client_id)
                 remaining = size - 10 - max(id_len, 0)
